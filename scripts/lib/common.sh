@@ -1,0 +1,54 @@
+# Shared set-up for scripts/*.sh: install what is missing, build, and helpers to start and
+# stop the embedded Valkey. Sourced, not run.
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$ROOT"
+
+PYTHON="${PYTHON:-python3}"
+SLUICE=(node "$ROOT/dist/src/cli.js")
+
+say() { printf '\033[1m==>\033[0m %s\n' "$*" >&2; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+require_tools() {
+  command -v node >/dev/null || die "Node.js 20+ is required (node not found on PATH)"
+  command -v npm >/dev/null || die "npm is required (it ships with Node.js)"
+  local major
+  major="$(node -p 'process.versions.node.split(".")[0]')"
+  [ "$major" -ge 20 ] || die "Node.js 20+ is required, found $(node --version)"
+  command -v "$PYTHON" >/dev/null || die "Python 3.11+ is required ($PYTHON not found; set PYTHON=...)"
+  "$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' \
+    || die "Python 3.11+ is required, found $("$PYTHON" --version 2>&1)"
+}
+
+# npm ci when node_modules is absent or older than the lockfile.
+ensure_node_modules() {
+  if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+    say "installing Node dependencies (npm ci)"
+    npm ci --no-audit --no-fund --loglevel=error
+  fi
+}
+
+# A .venv from requirements.txt, rebuilt when requirements.txt changes.
+ensure_venv() {
+  local stamp=.venv/.requirements.sha256 want
+  want="$(sha256sum requirements.txt | cut -d' ' -f1)"
+  if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    say "creating the Python environment (.venv from requirements.txt)"
+    [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+    echo "$want" > "$stamp"
+  fi
+}
+
+build() {
+  say "building (tsc)"
+  npm run --silent build
+}
+
+setup() {
+  require_tools
+  ensure_node_modules
+  ensure_venv
+  build
+}

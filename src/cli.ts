@@ -1,0 +1,21 @@
+#!/usr/bin/env node
+import { Command, CommanderError } from 'commander';
+import { registerBench } from './cli/bench.js';
+import { registerValkey } from './cli/valkey.js';
+
+const program = new Command()
+  .name('sluice')
+  .description('Adaptive write-quota gateway for relay nodes, with shared quotas in Valkey')
+  .showHelpAfterError()
+  .exitOverride();
+
+registerValkey(program);
+registerBench(program);
+
+try {
+  await program.parseAsync(process.argv);
+} catch (err) {
+  if (err instanceof CommanderError) process.exit(err.exitCode);
+  console.error(`sluice: ${err instanceof Error ? err.message : String(err)}`);
+  process.exit(1);
+}

@@ -1,0 +1,59 @@
+import { closeClient, connectClient, pingClient } from './connect.js';
+import type { EffectiveSettings, RawClient } from './connect.js';
+import { StoreError, describeError } from './errors.js';
+import { buildLimiter } from './limiter.js';
+import type { LimiterOptions, QuotaLimiter } from './limiter.js';
+import { parseStoreOptions } from './options.js';
+import type { ClientKind, StoreOptionsInput, Topology } from './options.js';
+
+export { clientKey, DEFAULT_KEY_SALT } from './keys.js';
+export type { ClientKey } from './keys.js';
+export { StoreConfigError, StoreConnectError, StoreError } from './errors.js';
+export type { Decision, LimiterOptions, QuotaLimiter } from './limiter.js';
+export { CLIENT_KINDS, TOPOLOGIES, parseNodeAddress, parseStoreOptions } from './options.js';
+export type { ClientKind, NodeAddress, StoreOptionsInput, Topology } from './options.js';
+export type { EffectiveSettings, RawClient } from './connect.js';
+
+/** A connected Valkey client of the configured kind and the limiters that match it. */
+export interface Store {
+  readonly client: ClientKind;
+  readonly mode: Topology;
+  /** The client settings in force, as passed to the library. */
+  readonly settings: Readonly<EffectiveSettings>;
+  /** The underlying client, for the few callers (pub/sub, benchmarks) that need it. */
+  readonly raw: RawClient;
+  /** A limiter backed by this store: RateLimiterValkeyGlide, RateLimiterValkey or RateLimiterRedis. */
+  limiter(opts: LimiterOptions): QuotaLimiter;
+  ping(): Promise<void>;
+  /** Close the connection. Never deletes server-side function libraries. */
+  close(): Promise<void>;
+}
+
+/**
+ * The only place that creates Valkey clients. Validates the options (errors name the key),
+ * connects within timeouts.connectMs, and fails with StoreConnectError if it cannot.
+ */
+export async function createStore(input: StoreOptionsInput): Promise<Store> {
+  const opts = parseStoreOptions(input);
+  const { raw, settings } = await connectClient(opts);
+  let closed = false;
+  return {
+    client: opts.client,
+    mode: opts.mode,
+    settings: Object.freeze({ ...settings }),
+    raw,
+    limiter: (limiterOpts) => buildLimiter(raw, limiterOpts),
+    async ping() {
+      try {
+        await pingClient(raw);
+      } catch (err) {
+        throw new StoreError(`ping failed: ${describeError(err)}`, { cause: err });
+      }
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      await closeClient(raw);
+    },
+  };
+}

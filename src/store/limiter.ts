@@ -1,0 +1,135 @@
+import {
+  RateLimiterRedis,
+  RateLimiterRes,
+  RateLimiterValkey,
+  RateLimiterValkeyGlide,
+} from 'rate-limiter-flexible';
+import type { RateLimiterAbstract, RateLimiterStoreAbstract } from 'rate-limiter-flexible';
+import type { RawClient } from './connect.js';
+import { StoreError, describeError } from './errors.js';
+import type { ClientKey } from './keys.js';
+
+export interface LimiterOptions {
+  /** Shared by every limiter of one quota, whatever its points: they share the counter key. */
+  keyPrefix: string;
+  /** Points per window; an integer (the Redis-family limiters require it). */
+  points: number;
+  /** Window length in seconds. */
+  duration: number;
+  /** Block a key in this process's memory once it has consumed this many points (>= points). */
+  inMemoryBlockOnConsumed?: number;
+  /** How long an in-memory block lasts, in seconds (default: the window). */
+  inMemoryBlockDuration?: number;
+  /** Used instead of the store when a store call fails. */
+  insuranceLimiter?: RateLimiterAbstract;
+}
+
+/** The outcome of one consume: admitted or not, with the numbers rate-limit headers need. */
+export interface Decision {
+  allowed: boolean;
+  limit: number;
+  consumed: number;
+  remaining: number;
+  msBeforeNext: number;
+}
+
+/**
+ * A limiter on the store. consume() resolves with a Decision for both admitted and rejected
+ * requests, and throws StoreError only when the store failed: a failure can never be mistaken
+ * for a rejection.
+ */
+export class QuotaLimiter {
+  constructor(
+    private readonly inner: RateLimiterStoreAbstract,
+    readonly points: number,
+  ) {}
+
+  async consume(key: ClientKey, points = 1): Promise<Decision> {
+    try {
+      return this.decision(true, await this.inner.consume(key, points));
+    } catch (outcome) {
+      if (outcome instanceof RateLimiterRes) return this.decision(false, outcome);
+      throw new StoreError(`quota store failed: ${describeError(outcome)}`, { cause: outcome });
+    }
+  }
+
+  /** Current consumption without consuming; null when the key has no counter. */
+  async peek(key: ClientKey): Promise<Decision | null> {
+    try {
+      const res = await this.inner.get(key);
+      return res ? this.decision(res.consumedPoints <= this.points, res) : null;
+    } catch (err) {
+      throw new StoreError(`quota store failed: ${describeError(err)}`, { cause: err });
+    }
+  }
+
+  private decision(allowed: boolean, res: RateLimiterRes): Decision {
+    return {
+      allowed,
+      limit: this.points,
+      consumed: res.consumedPoints,
+      remaining: Math.max(0, this.points - res.consumedPoints),
+      msBeforeNext: res.msBeforeNext,
+    };
+  }
+}
+
+export function buildLimiter(raw: RawClient, opts: LimiterOptions): QuotaLimiter {
+  if (!Number.isInteger(opts.points) || opts.points < 0) {
+    throw new RangeError(`limiter points must be a non-negative integer, got ${opts.points}`);
+  }
+  const common = {
+    keyPrefix: opts.keyPrefix,
+    points: opts.points,
+    duration: opts.duration,
+    storeClient: raw.client,
+    ...(opts.insuranceLimiter ? { insuranceLimiter: opts.insuranceLimiter } : {}),
+    // The library refuses a block duration without a block threshold.
+    ...(opts.inMemoryBlockOnConsumed === undefined
+      ? {}
+      : {
+          inMemoryBlockOnConsumed: opts.inMemoryBlockOnConsumed,
+          inMemoryBlockDuration: opts.inMemoryBlockDuration ?? opts.duration,
+        }),
+  };
+  let inner: RateLimiterStoreAbstract;
+  if (raw.kind === 'valkey-glide') {
+    inner = reloadFunctionsWhenMissing(new RateLimiterValkeyGlide(common));
+  } else if (raw.kind === 'iovalkey') {
+    inner = new RateLimiterValkey(common);
+  } else {
+    inner = new RateLimiterRedis(common);
+  }
+  return new QuotaLimiter(inner, opts.points);
+}
+
+/** The private parts of RateLimiterValkeyGlide that the reload needs. */
+interface GlideLimiterInternals {
+  _upsert(...args: unknown[]): Promise<unknown>;
+  _get(...args: unknown[]): Promise<unknown>;
+  _scriptLoaded: boolean;
+  _getScriptLoaded: boolean;
+}
+
+/**
+ * The glide limiter remembers "functions loaded" forever. After FUNCTION FLUSH, a restart of
+ * a node without persistence, or a failover to a fresh primary, every FCALL then fails with
+ * "Function not found". Forget the flag and retry once, which loads the library again.
+ */
+function reloadFunctionsWhenMissing(limiter: RateLimiterValkeyGlide): RateLimiterValkeyGlide {
+  const internals = limiter as unknown as GlideLimiterInternals;
+  for (const method of ['_upsert', '_get'] as const) {
+    const original = internals[method].bind(limiter);
+    internals[method] = async (...args: unknown[]) => {
+      try {
+        return await original(...args);
+      } catch (err) {
+        if (!/function not found/i.test(describeError(err))) throw err;
+        internals._scriptLoaded = false;
+        internals._getScriptLoaded = false;
+        return original(...args);
+      }
+    };
+  }
+  return limiter;
+}

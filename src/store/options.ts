@@ -1,0 +1,67 @@
+import { z } from 'zod';
+import { StoreConfigError } from './errors.js';
+
+export const CLIENT_KINDS = ['valkey-glide', 'iovalkey', 'ioredis'] as const;
+export type ClientKind = (typeof CLIENT_KINDS)[number];
+export const TOPOLOGIES = ['standalone', 'cluster'] as const;
+export type Topology = (typeof TOPOLOGIES)[number];
+
+const NodeAddress = z.object({
+  host: z.string().min(1),
+  port: z.number().int().min(1).max(65535),
+});
+export type NodeAddress = z.infer<typeof NodeAddress>;
+
+/**
+ * Options of createStore. Timeouts and the in-flight limit are set explicitly for every
+ * client, so benchmarks compare clients under equal settings.
+ */
+export const StoreOptionsSchema = z.object({
+  client: z.enum(CLIENT_KINDS),
+  mode: z.enum(TOPOLOGIES).default('standalone'),
+  nodes: z.array(NodeAddress).min(1, 'at least one Valkey node is required'),
+  timeouts: z
+    .object({
+      /** Time allowed to connect and become ready, at start and per reconnect attempt. */
+      connectMs: z.number().int().positive().default(2000),
+      /** Time allowed for one command before it fails as a store error. */
+      commandMs: z.number().int().positive().default(500),
+    })
+    .prefault({}),
+  /** Requests in flight per connection before new ones fail fast (glide only enforces it). */
+  inflightLimit: z.number().int().positive().default(1000),
+  /** ioredis / iovalkey: batch the commands issued in one event-loop tick. */
+  autoPipelining: z.boolean().default(true),
+  clientName: z.string().min(1).default('sluice'),
+});
+export type StoreOptionsInput = z.input<typeof StoreOptionsSchema>;
+export type StoreOptions = z.output<typeof StoreOptionsSchema>;
+
+/** Validate store options; the error names each offending key and what was received. */
+export function parseStoreOptions(input: unknown): StoreOptions {
+  const parsed = StoreOptionsSchema.safeParse(input);
+  if (parsed.success) return parsed.data;
+  const problems = parsed.error.issues.map((issue) => {
+    const path = issue.path.join('.') || '(root)';
+    const received = valueAt(input, issue.path);
+    const shown = received === undefined ? '' : ` (got ${JSON.stringify(received)})`;
+    return `store.${path}: ${issue.message}${shown}`;
+  });
+  throw new StoreConfigError(`invalid store options: ${problems.join('; ')}`);
+}
+
+function valueAt(input: unknown, path: PropertyKey[]): unknown {
+  let current: unknown = input;
+  for (const key of path) {
+    if (current === null || typeof current !== 'object') return undefined;
+    current = (current as Record<PropertyKey, unknown>)[key];
+  }
+  return current;
+}
+
+/** Parse "host:port" (host defaults to 127.0.0.1). */
+export function parseNodeAddress(text: string): NodeAddress {
+  const match = /^(?:(.+):)?(\d+)$/.exec(text.trim());
+  if (!match) throw new StoreConfigError(`invalid Valkey address "${text}": expected host:port`);
+  return { host: match[1] ?? '127.0.0.1', port: Number(match[2]) };
+}

@@ -1,0 +1,69 @@
+import { randomUUID } from 'node:crypto';
+import net from 'node:net';
+import { CLIENT_KINDS, parseNodeAddress } from '../../src/store/index.js';
+import type {
+  ClientKind,
+  NodeAddress,
+  StoreOptionsInput,
+  Topology,
+} from '../../src/store/index.js';
+
+/**
+ * The Valkey instances that scripts/test.sh starts for the suite. Tests fail loudly without
+ * them rather than skipping: an empty run must never look green.
+ */
+function required(name: string): string {
+  const value = process.env[name];
+  if (!value) {
+    throw new Error(`${name} is not set: run the suite through ./scripts/test.sh`);
+  }
+  return value;
+}
+
+export function standaloneNodes(): NodeAddress[] {
+  return [parseNodeAddress(required('SLUICE_TEST_STANDALONE'))];
+}
+
+/** All six cluster nodes; the first three are the primaries. */
+export function clusterNodes(): NodeAddress[] {
+  const base = parseNodeAddress(required('SLUICE_TEST_CLUSTER'));
+  return Array.from({ length: 6 }, (_, i) => ({ host: base.host, port: base.port + i }));
+}
+
+export function nodesFor(mode: Topology): NodeAddress[] {
+  return mode === 'cluster' ? clusterNodes() : standaloneNodes();
+}
+
+export const MODES: Topology[] = ['standalone', 'cluster'];
+
+export function storeOptions(client: ClientKind, mode: Topology): StoreOptionsInput {
+  return {
+    client,
+    mode,
+    nodes: nodesFor(mode),
+    timeouts: { connectMs: 3000, commandMs: 1000 },
+    clientName: `sluice-test-${client}`,
+  };
+}
+
+/** Every client x topology combination. */
+export function matrix(): { client: ClientKind; mode: Topology }[] {
+  return MODES.flatMap((mode) => CLIENT_KINDS.map((client) => ({ client, mode })));
+}
+
+/** A key prefix no other test (or earlier run) uses. */
+export function uniquePrefix(label: string): string {
+  return `test:${label}:${randomUUID().slice(0, 8)}`;
+}
+
+/** A loopback port with nothing listening on it. */
+export async function unusedPort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
