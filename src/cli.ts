@@ -1,6 +1,8 @@
 #!/usr/bin/env node
 import { Command, CommanderError } from 'commander';
 import { registerBench } from './cli/bench.js';
+import { registerRelay } from './cli/relay.js';
+import { registerGateway } from './cli/gateway.js';
 import { registerValkey } from './cli/valkey.js';
 
 const program = new Command()
@@ -11,6 +13,8 @@ const program = new Command()
 
 registerValkey(program);
 registerBench(program);
+registerRelay(program);
+registerGateway(program);
 
 try {
   await program.parseAsync(process.argv);

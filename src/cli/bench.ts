@@ -1,7 +1,25 @@
+import { InvalidArgumentError } from 'commander';
 import type { Command } from 'commander';
-import { DEFAULT_SMOKE_PLAN, formatSmokeTable, isCorrect, runSmoke } from '../bench/smoke.js';
 import type { SmokeTarget } from '../bench/smoke.js';
-import { parseNodeAddress } from '../store/index.js';
+import { parseNodeAddress } from '../store/options.js';
+
+interface GatewayBenchFlags {
+  duration: number;
+  warmup: number;
+  connections: number;
+  rounds: number;
+  clients: string;
+  identities: number;
+  out?: string;
+  seed: number;
+}
+
+function positiveInt(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1)
+    throw new InvalidArgumentError(`"${value}" is not a positive integer`);
+  return n;
+}
 
 interface SmokeFlags {
   standalone?: string;
@@ -16,6 +34,8 @@ export function registerBench(program: Command): void {
     .option('--standalone <host:port>', 'a standalone Valkey')
     .option('--cluster <host:port>', 'any node of a Valkey cluster')
     .action(async (flags: SmokeFlags) => {
+      const { DEFAULT_SMOKE_PLAN, formatSmokeTable, isCorrect, runSmoke } =
+        await import('../bench/smoke.js');
       const targets: SmokeTarget[] = [];
       if (flags.standalone)
         targets.push({ mode: 'standalone', nodes: [parseNodeAddress(flags.standalone)] });
@@ -29,5 +49,50 @@ export function registerBench(program: Command): void {
       const rows = await runSmoke(targets, plan);
       console.log(formatSmokeTable(rows));
       if (!rows.every(isCorrect)) process.exitCode = 1;
+    });
+
+  bench
+    .command('gateway')
+    .description(
+      'gateway throughput and latency, quotas off vs on per client, and the rejection path ' +
+        '(starts its own Valkey, relay and gateways on 127.0.0.1)',
+    )
+    .option('--duration <s>', 'seconds per measured run', positiveInt, 10)
+    .option('--warmup <s>', 'seconds of unrecorded warm-up per arm', positiveInt, 3)
+    .option('--connections <n>', 'concurrent connections', positiveInt, 50)
+    .option(
+      '--rounds <n>',
+      'rounds; arms run interleaved in a shuffled order each round',
+      positiveInt,
+      3,
+    )
+    .option('--clients <list>', 'comma-separated clients', 'valkey-glide,iovalkey,ioredis')
+    .option('--identities <n>', 'distinct client identities in the load', positiveInt, 1000)
+    .option('--seed <n>', 'seed of the arm order', positiveInt, 1)
+    .option('--out <dir>', 'results directory (default results/<timestamp>)')
+    .action(async (flags: GatewayBenchFlags) => {
+      const { CLIENT_KINDS } = await import('../store/options.js');
+      const clients = flags.clients.split(',').map((c) => c.trim());
+      const unknown = clients.find((c) => !(CLIENT_KINDS as readonly string[]).includes(c));
+      if (unknown) throw new InvalidArgumentError(`--clients: unknown client "${unknown}"`);
+      const { runGatewayBench, formatGatewaySummary } = await import('../bench/gateway-bench.js');
+      const { PROJECT_ROOT } = await import('../valkey/paths.js');
+      const stamp = new Date().toISOString().replace(/[-:]/g, '').replace('T', '_').slice(0, 15);
+      const outDir = flags.out ?? `${PROJECT_ROOT}/results/${stamp}`;
+      const { summary, file } = await runGatewayBench(
+        {
+          durationSec: flags.duration,
+          warmupSec: flags.warmup,
+          connections: flags.connections,
+          rounds: flags.rounds,
+          clients: clients as (typeof CLIENT_KINDS)[number][],
+          identities: flags.identities,
+          outDir,
+          seed: flags.seed,
+        },
+        (line) => console.error(line),
+      );
+      console.log(formatGatewaySummary(summary));
+      console.log(`\nresults: ${file}`);
     });
 }

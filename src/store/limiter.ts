@@ -18,7 +18,7 @@ export interface LimiterOptions {
   duration: number;
   /** Block a key in this process's memory once it has consumed this many points (>= points). */
   inMemoryBlockOnConsumed?: number;
-  /** How long an in-memory block lasts, in seconds (default: the window). */
+  /** How long an in-memory block lasts, in seconds (default: until the window ends). */
   inMemoryBlockDuration?: number;
   /** Used instead of the store when a store call fails. */
   insuranceLimiter?: RateLimiterAbstract;
@@ -31,6 +31,13 @@ export interface Decision {
   consumed: number;
   remaining: number;
   msBeforeNext: number;
+  /** Rejected from this process's in-memory block, without a store round trip. */
+  fromMemory: boolean;
+}
+
+/** Not in the library's type declarations, but public on every store limiter. */
+interface InMemoryBlockView {
+  getInMemoryBlockMsBeforeExpire(rlKey: string): number;
 }
 
 /**
@@ -45,10 +52,12 @@ export class QuotaLimiter {
   ) {}
 
   async consume(key: ClientKey, points = 1): Promise<Decision> {
+    const view = this.inner as unknown as InMemoryBlockView;
+    const fromMemory = view.getInMemoryBlockMsBeforeExpire(this.inner.getKey(key)) > 0;
     try {
       return this.decision(true, await this.inner.consume(key, points));
     } catch (outcome) {
-      if (outcome instanceof RateLimiterRes) return this.decision(false, outcome);
+      if (outcome instanceof RateLimiterRes) return this.decision(false, outcome, fromMemory);
       throw new StoreError(`quota store failed: ${describeError(outcome)}`, { cause: outcome });
     }
   }
@@ -63,13 +72,15 @@ export class QuotaLimiter {
     }
   }
 
-  private decision(allowed: boolean, res: RateLimiterRes): Decision {
+  private decision(allowed: boolean, res: RateLimiterRes, fromMemory = false): Decision {
     return {
       allowed,
       limit: this.points,
       consumed: res.consumedPoints,
-      remaining: Math.max(0, this.points - res.consumedPoints),
+      // A rejection served from the in-memory block carries no count: nothing remains.
+      remaining: allowed ? Math.max(0, this.points - res.consumedPoints) : 0,
       msBeforeNext: res.msBeforeNext,
+      fromMemory,
     };
   }
 }
@@ -84,13 +95,13 @@ export function buildLimiter(raw: RawClient, opts: LimiterOptions): QuotaLimiter
     duration: opts.duration,
     storeClient: raw.client,
     ...(opts.insuranceLimiter ? { insuranceLimiter: opts.insuranceLimiter } : {}),
-    // The library refuses a block duration without a block threshold.
+    // Without a duration the library blocks until the window ends (its msBeforeNext).
     ...(opts.inMemoryBlockOnConsumed === undefined
       ? {}
-      : {
-          inMemoryBlockOnConsumed: opts.inMemoryBlockOnConsumed,
-          inMemoryBlockDuration: opts.inMemoryBlockDuration ?? opts.duration,
-        }),
+      : { inMemoryBlockOnConsumed: opts.inMemoryBlockOnConsumed }),
+    ...(opts.inMemoryBlockDuration === undefined
+      ? {}
+      : { inMemoryBlockDuration: opts.inMemoryBlockDuration }),
   };
   let inner: RateLimiterStoreAbstract;
   if (raw.kind === 'valkey-glide') {

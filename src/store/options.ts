@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { valueAt } from '../util/object-path.js';
 import { StoreConfigError } from './errors.js';
 
 export const CLIENT_KINDS = ['valkey-glide', 'iovalkey', 'ioredis'] as const;
@@ -48,15 +49,6 @@ export function parseStoreOptions(input: unknown): StoreOptions {
     return `store.${path}: ${issue.message}${shown}`;
   });
   throw new StoreConfigError(`invalid store options: ${problems.join('; ')}`);
-}
-
-function valueAt(input: unknown, path: PropertyKey[]): unknown {
-  let current: unknown = input;
-  for (const key of path) {
-    if (current === null || typeof current !== 'object') return undefined;
-    current = (current as Record<PropertyKey, unknown>)[key];
-  }
-  return current;
 }
 
 /** Parse "host:port" (host defaults to 127.0.0.1). */

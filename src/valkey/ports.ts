@@ -76,3 +76,15 @@ export function processName(pid: number | string): string {
     return 'unknown';
   }
 }
+
+/** A loopback port with nothing listening on it (the OS picks it). */
+export async function freeLoopbackPort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import net from 'node:net';
 import { CLIENT_KINDS, parseNodeAddress } from '../../src/store/index.js';
+import { freeLoopbackPort } from '../../src/valkey/ports.js';
 import type {
   ClientKind,
   NodeAddress,
@@ -57,13 +57,4 @@ export function uniquePrefix(label: string): string {
 }
 
 /** A loopback port with nothing listening on it. */
-export async function unusedPort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
+export const unusedPort = freeLoopbackPort;

@@ -1,0 +1,177 @@
+import { InvalidArgumentError } from 'commander';
+import type { Command } from 'commander';
+import {
+  DEFAULT_DRAIN_BYTES_PER_SEC,
+  DEFAULT_MAX_EVENT_BYTES,
+  defaultDataDir,
+} from '../relay/defaults.js';
+import type { RelayConfig } from '../relay/server.js';
+import { runDir } from '../valkey/paths.js';
+
+const UNITS: Record<string, number> = {
+  '': 1,
+  k: 1024,
+  kb: 1024,
+  kib: 1024,
+  m: 1024 ** 2,
+  mb: 1024 ** 2,
+  mib: 1024 ** 2,
+  g: 1024 ** 3,
+  gb: 1024 ** 3,
+  gib: 1024 ** 3,
+};
+
+/** A byte count: an integer, optionally with a binary unit (64KiB, 2MiB, 1g). */
+export function parseBytes(value: string): number {
+  const m = /^(\d+)\s*([a-z]*)$/i.exec(value.trim());
+  const unit = m ? UNITS[m[2]!.toLowerCase()] : undefined;
+  const bytes = m && unit ? Number(m[1]) * unit : NaN;
+  if (!Number.isSafeInteger(bytes)) {
+    throw new InvalidArgumentError(`"${value}" is not a byte count (e.g. 1048576, 512KiB, 2MiB)`);
+  }
+  return bytes;
+}
+
+function integerIn(min: number, max: number, what: string) {
+  return (value: string): number => {
+    const n = Number(value);
+    if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n < min || n > max) {
+      throw new InvalidArgumentError(`"${value}" is not ${what} (${min}-${max})`);
+    }
+    return n;
+  };
+}
+
+function nodeId(value: string): string {
+  // It names a directory under the run dir, so keep it to a safe alphabet.
+  if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/.test(value)) {
+    throw new InvalidArgumentError(
+      `"${value}" is not a node id (1-64 of letters, digits, ".", "_", "-"; not starting with a dot or dash)`,
+    );
+  }
+  return value;
+}
+
+interface RelayFlags {
+  host: string;
+  port: number;
+  nodeId: string;
+  drainBytesPerSec: number;
+  dataDir?: string;
+  fresh?: boolean;
+  workIterations: number;
+  spikeBytes?: number;
+  spikeEveryMs?: number;
+  spikeHoldMs?: number;
+  maxEventBytes: number;
+}
+
+/** Options that are wrong together (single values are checked by their parsers). */
+export class RelayOptionsError extends Error {
+  override name = 'RelayOptionsError';
+}
+
+export function toConfig(flags: RelayFlags): RelayConfig {
+  if (flags.maxEventBytes < 1024) throw new RelayOptionsError('--max-event-bytes must be >= 1KiB');
+  const spikeGiven = [flags.spikeBytes, flags.spikeEveryMs].filter((v) => v !== undefined).length;
+  if (spikeGiven === 1) {
+    throw new RelayOptionsError('give --spike-bytes and --spike-every-ms together');
+  }
+  if (flags.spikeHoldMs !== undefined && spikeGiven === 0) {
+    throw new RelayOptionsError('--spike-hold-ms needs --spike-bytes and --spike-every-ms');
+  }
+  if (flags.spikeBytes === 0) throw new RelayOptionsError('--spike-bytes must be above 0');
+  const config: RelayConfig = {
+    host: flags.host,
+    port: flags.port,
+    nodeId: flags.nodeId,
+    dataDir: flags.dataDir ?? defaultDataDir(runDir(), flags.nodeId),
+    fresh: flags.fresh ?? false,
+    drainBytesPerSec: flags.drainBytesPerSec,
+    workIterations: flags.workIterations,
+    maxEventBytes: flags.maxEventBytes,
+  };
+  if (flags.spikeBytes !== undefined && flags.spikeEveryMs !== undefined) {
+    config.spike = {
+      bytes: flags.spikeBytes,
+      everyMs: flags.spikeEveryMs,
+      holdMs: flags.spikeHoldMs ?? Math.max(1, Math.floor(flags.spikeEveryMs / 2)),
+    };
+  }
+  return config;
+}
+
+function untilSignal(): Promise<NodeJS.Signals> {
+  return new Promise((resolve) => {
+    const onSignal = (signal: NodeJS.Signals) => {
+      // A second signal while closing means "now".
+      process.once('SIGINT', () => process.exit(130));
+      process.once('SIGTERM', () => process.exit(143));
+      resolve(signal);
+    };
+    process.once('SIGINT', onSignal);
+    process.once('SIGTERM', onSignal);
+  });
+}
+
+export function registerRelay(program: Command): void {
+  program
+    .command('relay')
+    .description(
+      'run a reference Nostr relay node: events held in memory and drained to disk at a set rate',
+    )
+    .requiredOption(
+      '--node-id <id>',
+      'name of this node (in stats, metrics and the data dir)',
+      nodeId,
+    )
+    .option('--host <address>', 'address to bind', '127.0.0.1')
+    .option('--port <n>', 'port; 0 picks a free one', integerIn(0, 65535, 'a TCP port'), 0)
+    .option(
+      '--drain-bytes-per-sec <n>',
+      'how fast the memtable drains to disk (e.g. 2MiB; 0 never drains)',
+      parseBytes,
+      DEFAULT_DRAIN_BYTES_PER_SEC,
+    )
+    .option('--data-dir <dir>', 'where the append-only file lives (default <run dir>/relay/<id>)')
+    .option('--fresh', 'start with an empty data file instead of reloading it')
+    .option(
+      '--work-iterations <n>',
+      'rounds of sha256 over each accepted event (CPU-heavy workload)',
+      integerIn(0, 1_000_000, 'an iteration count'),
+      0,
+    )
+    .option('--spike-bytes <n>', 'periodic memory spike size (with --spike-every-ms)', parseBytes)
+    .option(
+      '--spike-every-ms <ms>',
+      'start a memory spike this often',
+      integerIn(10, 86_400_000, 'an interval in ms'),
+    )
+    .option(
+      '--spike-hold-ms <ms>',
+      'how long each spike is held (default half the interval)',
+      integerIn(1, 86_400_000, 'a duration in ms'),
+    )
+    .option(
+      '--max-event-bytes <n>',
+      'largest event accepted (serialised)',
+      parseBytes,
+      DEFAULT_MAX_EVENT_BYTES,
+    )
+    .action(async (flags: RelayFlags) => {
+      const signal = untilSignal();
+      // Loaded here: every command's modules would otherwise sit in every process's memory.
+      const { startRelay } = await import('../relay/server.js');
+      const relay = await startRelay(toConfig(flags));
+      // The one line on stdout; tests and scripts wait for it.
+      console.log(`sluice relay ready: ${relay.url} node=${relay.nodeId}`);
+      if (relay.reloadedEvents > 0) {
+        console.error(`relay ${relay.nodeId}: reloaded ${relay.reloadedEvents} events`);
+      }
+      await signal;
+      await relay.close();
+      // Everything is closed, so the process ends by itself; this only guards against a
+      // handle something else left open.
+      setTimeout(() => process.exit(0), 2000).unref();
+    });
+}

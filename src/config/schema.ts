@@ -1,0 +1,184 @@
+import { z } from 'zod';
+import { CLIENT_KINDS, TOPOLOGIES } from '../store/options.js';
+
+const hostPort = z.string().regex(/^(?:.+:)?\d{1,5}$/, 'expected "host:port"');
+const positiveInt = z.number().int().positive();
+
+export const QUOTA_CLASSES = ['write', 'read', 'exempt'] as const;
+export type QuotaClass = (typeof QUOTA_CLASSES)[number];
+
+const Limit = z.object({
+  points: z.number().int().min(0),
+  windowSec: positiveInt,
+});
+export type Limit = z.infer<typeof Limit>;
+
+const Tier = z.object({
+  write: Limit,
+  /** Reads are free unless a tier gives them a limit. */
+  read: Limit.optional(),
+});
+export type Tier = z.infer<typeof Tier>;
+
+const Route = z.object({
+  /** Path prefix the route applies to ("/events" matches "/events" and "/events/x"). */
+  path: z.string().startsWith('/'),
+  method: z
+    .string()
+    .transform((m) => m.toUpperCase())
+    .optional(),
+  class: z.enum(QUOTA_CLASSES),
+  /** Points one request costs. */
+  cost: positiveInt.default(1),
+});
+export type Route = z.infer<typeof Route>;
+
+const Upstream = z.object({
+  /** The node id its pressure feed publishes under. */
+  id: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'letters, digits, _ . - (at most 64)'),
+  url: z.url({ protocol: /^https?$/ }),
+});
+export type Upstream = z.infer<typeof Upstream>;
+
+export const IDENTITY_SOURCES = ['apiKey', 'pubkey', 'ip'] as const;
+export type IdentitySource = (typeof IDENTITY_SOURCES)[number];
+
+export const GatewayConfigSchema = z
+  .object({
+    listen: z
+      .object({
+        host: z.string().default('127.0.0.1'),
+        port: z.number().int().min(0).max(65535).default(8080),
+      })
+      .prefault({}),
+    admin: z.object({
+      host: z.string().default('127.0.0.1'),
+      port: z.number().int().min(0).max(65535).default(8081),
+      /** Bearer token for /admin/*; required (from the file, SLUICE_ADMIN_TOKEN or --admin-token). */
+      token: z.string().min(16, 'the admin token must have at least 16 characters'),
+    }),
+    valkey: z
+      .object({
+        client: z.enum(CLIENT_KINDS).default('valkey-glide'),
+        mode: z.enum(TOPOLOGIES).default('standalone'),
+        nodes: z.array(hostPort).min(1).default(['127.0.0.1:6379']),
+        connectTimeoutMs: positiveInt.default(2000),
+        commandTimeoutMs: positiveInt.default(250),
+        inflightLimit: positiveInt.default(1000),
+      })
+      .prefault({}),
+    upstreams: z.array(Upstream).min(1, 'at least one upstream relay node is required'),
+    /** sticky: a client's writes go to one node (by its hash); round-robin: spread them. */
+    routing: z.enum(['sticky', 'round-robin']).default('sticky'),
+    healthCheck: z
+      .object({
+        path: z.string().startsWith('/').default('/healthz'),
+        intervalMs: positiveInt.default(2000),
+        timeoutMs: positiveInt.default(1000),
+        /** Consecutive failures before a node leaves rotation. */
+        failuresToDown: positiveInt.default(2),
+      })
+      .prefault({}),
+    /** Peers (IPs or CIDRs) whose X-Forwarded-For is believed. Nobody by default. */
+    trustedProxies: z.array(z.string()).default([]),
+    identity: z
+      .object({
+        order: z.array(z.enum(IDENTITY_SOURCES)).min(1).default(['apiKey', 'pubkey', 'ip']),
+        apiKeyHeader: z
+          .string()
+          .default('x-api-key')
+          .transform((h) => h.toLowerCase()),
+        /** Salt of the identity hash; every gateway sharing a quota must use the same one. */
+        keySalt: z.string().min(1).default('sluice-v1'),
+      })
+      .prefault({}),
+    quotas: z
+      .object({
+        /** Off: a plain proxy (the benchmark's ceiling). */
+        enabled: z.boolean().default(true),
+        keyPrefix: z
+          .string()
+          .regex(/^[A-Za-z0-9:_-]+$/)
+          .default('sluice'),
+        tiers: z
+          .record(z.string(), Tier)
+          .default({ default: { write: { points: 600, windowSec: 60 } } }),
+        defaultTier: z.string().default('default'),
+        /** API key -> tier. A key may be given as "sha256:<hex>" to keep it out of the file. */
+        apiKeys: z.record(z.string(), z.string()).default({}),
+        routes: z.array(Route).default([]),
+        /** Identities (IP, pubkey hex or API key) that bypass quotas. */
+        allowList: z.array(z.string()).default([]),
+        /** Reject known over-limit clients from memory, without a Valkey round trip. */
+        inMemoryBlock: z.boolean().default(true),
+        /** Gateways sharing the quota: the insurance limiter enforces this gateway's share. */
+        gateways: positiveInt.default(1),
+        /** When Valkey fails: insure (in-memory share), open (admit), closed (503). */
+        onStoreFailure: z.enum(['insure', 'open', 'closed']).default('insure'),
+        /** After a store failure, skip Valkey for this long before trying it again. */
+        retryStoreAfterMs: positiveInt.default(1000),
+        /** Multipliers are quantised down to this step: one limiter per step. */
+        multiplierStep: z.number().positive().max(1).default(0.05),
+      })
+      .prefault({}),
+    limits: z
+      .object({
+        maxFrameBytes: positiveInt.default(128 * 1024),
+        maxBodyBytes: positiveInt.default(1024 * 1024),
+        /** Client frames waiting for a decision before the socket is paused. */
+        maxQueuedFrames: positiveInt.default(64),
+      })
+      .prefault({}),
+    nostr: z
+      .object({
+        /** Verify EVENT signatures; required for the pubkey identity. */
+        verifySignatures: z.boolean().default(true),
+      })
+      .prefault({}),
+    logging: z
+      .object({
+        level: z
+          .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
+          .default('info'),
+        requests: z.boolean().default(false),
+      })
+      .prefault({}),
+    shutdownGraceMs: positiveInt.default(10_000),
+  })
+  .superRefine((cfg, ctx) => {
+    if (!cfg.quotas.tiers[cfg.quotas.defaultTier]) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['quotas', 'defaultTier'],
+        message: `names a tier that is not defined (tiers: ${Object.keys(cfg.quotas.tiers).join(', ')})`,
+      });
+    }
+    for (const [key, tier] of Object.entries(cfg.quotas.apiKeys)) {
+      if (!cfg.quotas.tiers[tier]) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['quotas', 'apiKeys', key],
+          message: `tier "${tier}" is not defined`,
+        });
+      }
+    }
+    const ids = cfg.upstreams.map((u) => u.id);
+    const dup = ids.find((id, i) => ids.indexOf(id) !== i);
+    if (dup)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['upstreams'],
+        message: `node id "${dup}" appears twice`,
+      });
+    if (cfg.identity.order.includes('pubkey') && !cfg.nostr.verifySignatures) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['identity', 'order'],
+        message:
+          "the pubkey identity needs nostr.verifySignatures (else a client could drain another's quota)",
+      });
+    }
+  });
+
+export type GatewayConfigInput = z.input<typeof GatewayConfigSchema>;
+export type GatewayConfig = z.output<typeof GatewayConfigSchema>;

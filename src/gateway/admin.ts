@@ -1,0 +1,177 @@
+import { timingSafeEqual, createHash } from 'node:crypto';
+import Fastify, { LogController } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import type { GatewayContext } from './context.js';
+
+const LimitBody = z.object({
+  points: z.number().int().min(0),
+  windowSec: z.number().int().positive(),
+});
+/** POST /admin/flow-control: change base quotas and per-node multipliers (not persisted). */
+const FlowControlChange = z
+  .object({
+    tiers: z
+      .record(
+        z.string(),
+        z.object({ write: LimitBody.optional(), read: LimitBody.nullable().optional() }).strict(),
+      )
+      .optional(),
+    nodes: z
+      .record(z.string(), z.object({ multiplier: z.number().min(0).max(1) }).strict())
+      .optional(),
+  })
+  .strict();
+
+function problem(reply: FastifyReply, status: number, title: string, detail: string) {
+  return reply
+    .code(status)
+    .type('application/problem+json')
+    .send({ type: 'about:blank', title, status, detail });
+}
+
+/** Constant-time token check; hashing first makes the lengths equal. */
+function tokenMatches(presented: string, expected: string): boolean {
+  const a = createHash('sha256').update(presented).digest();
+  const b = createHash('sha256').update(expected).digest();
+  return timingSafeEqual(a, b);
+}
+
+/**
+ * The admin listener, on a port of its own. /admin/* needs the bearer token; /metrics,
+ * /healthz and /readyz are open (the listener binds to loopback by default).
+ */
+export function buildAdminApp(ctx: GatewayContext): FastifyInstance {
+  const app = Fastify({
+    loggerInstance: ctx.log,
+    logController: new LogController({ disableRequestLogging: !ctx.config.logging.requests }),
+  });
+
+  app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
+    if (!request.url.startsWith('/admin')) return;
+    const header = request.headers.authorization ?? '';
+    const token = header.startsWith('Bearer ') ? header.slice(7) : '';
+    if (!token || !tokenMatches(token, ctx.config.admin.token)) {
+      reply.header('www-authenticate', 'Bearer realm="sluice-admin"');
+      return problem(
+        reply,
+        401,
+        'Unauthorized',
+        'the admin endpoints need "Authorization: Bearer <admin token>"',
+      );
+    }
+  });
+
+  app.get('/admin/flow-control', () => flowControlState(ctx));
+
+  app.post('/admin/flow-control', async (request, reply) => {
+    const parsed = FlowControlChange.safeParse(request.body);
+    if (!parsed.success) {
+      const detail = parsed.error.issues
+        .map((i) => `${i.path.join('.') || '(body)'}: ${i.message}`)
+        .join('; ');
+      return problem(reply, 400, 'Invalid flow-control change', detail);
+    }
+    const change = parsed.data;
+    const unknownTier = Object.keys(change.tiers ?? {}).find(
+      (t) => !ctx.policy.tierNames().includes(t),
+    );
+    if (unknownTier)
+      return problem(reply, 400, 'Unknown tier', `tiers.${unknownTier}: no such tier`);
+    const unknownNode = Object.keys(change.nodes ?? {}).find((n) => !ctx.board.has(n));
+    if (unknownNode)
+      return problem(reply, 400, 'Unknown node', `nodes.${unknownNode}: no such relay node`);
+    for (const [tier, limits] of Object.entries(change.tiers ?? {})) {
+      if (limits.write) ctx.policy.setLimit(tier, 'write', limits.write);
+      if (limits.read !== undefined) ctx.policy.setLimit(tier, 'read', limits.read ?? undefined);
+    }
+    for (const [node, { multiplier }] of Object.entries(change.nodes ?? {})) {
+      ctx.board.set(node, multiplier, 'admin');
+    }
+    ctx.log.info({ change }, 'flow control changed from the admin endpoint');
+    return flowControlState(ctx);
+  });
+
+  app.get<{ Params: { id: string }; Querystring: { node?: string } }>(
+    '/admin/clients/:id',
+    async (request, reply) => {
+      const { id } = request.params;
+      const match = /^(ip|pk|key):(.+)$/.exec(id);
+      if (!match) {
+        return problem(
+          reply,
+          400,
+          'Invalid client id',
+          'use ip:<address>, pk:<pubkey hex> or key:<api key>',
+        );
+      }
+      const nodeId = request.query.node ?? ctx.pool.list()[0]!.id;
+      if (!ctx.board.has(nodeId))
+        return problem(reply, 400, 'Unknown node', `no relay node "${nodeId}"`);
+      const source = match[1] === 'ip' ? 'ip' : match[1] === 'pk' ? 'pubkey' : 'apiKey';
+      const tier =
+        source === 'apiKey' ? ctx.policy.tierOfApiKey(match[2]!) : ctx.policy.defaultTier;
+      if (!tier) return problem(reply, 404, 'Unknown API key', 'this API key is not configured');
+      const identity = { source, value: id, tier } as const;
+      try {
+        return {
+          client: id,
+          node: nodeId,
+          write: await ctx.decider.usage(identity, 'write', nodeId),
+          read: await ctx.decider.usage(identity, 'read', nodeId),
+        };
+      } catch (err) {
+        return problem(reply, 503, 'Quota store unavailable', (err as Error).message);
+      }
+    },
+  );
+
+  app.get('/metrics', async (_request, reply) => {
+    reply.type(ctx.metrics.registry.contentType);
+    return ctx.metrics.registry.metrics();
+  });
+
+  app.get('/healthz', () => ({ status: 'ok' }));
+
+  app.get('/readyz', async (_request, reply) => {
+    const problems: string[] = [];
+    try {
+      await ctx.store.ping();
+    } catch (err) {
+      problems.push(`valkey: ${(err as Error).message}`);
+    }
+    if (!ctx.pool.anyHealthy()) problems.push('no relay node is healthy');
+    return reply.code(problems.length ? 503 : 200).send({ ready: problems.length === 0, problems });
+  });
+
+  return app;
+}
+
+function flowControlState(ctx: GatewayContext) {
+  const now = Date.now();
+  return {
+    tiers: ctx.policy.snapshot(),
+    nodes: Object.fromEntries(
+      ctx.board.list().map((m) => {
+        const upstream = ctx.pool.get(m.nodeId);
+        return [
+          m.nodeId,
+          {
+            multiplier: m.value,
+            source: m.source,
+            ageMs: now - m.updatedAt,
+            healthy: upstream?.healthy ?? false,
+          },
+        ];
+      }),
+    ),
+    quotas: {
+      onStoreFailure: ctx.config.quotas.onStoreFailure,
+      gateways: ctx.config.quotas.gateways,
+      inMemoryBlock: ctx.config.quotas.inMemoryBlock,
+      multiplierStep: ctx.config.quotas.multiplierStep,
+      storeDown: ctx.decider.storeDown,
+    },
+    persisted: false,
+  };
+}

@@ -1,0 +1,31 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { GatewayConfig } from '../config/schema.js';
+import type { MultiplierBoard } from '../pressure/board.js';
+import type { QuotaDecider, QuotaDecision } from '../quota/decider.js';
+import type { Policy } from '../quota/policy.js';
+import type { Store } from '../store/index.js';
+import type { ClientAddress } from './client-address.js';
+import type { GatewayMetrics } from './metrics.js';
+import type { UpstreamPool } from './upstreams.js';
+
+/** Everything the HTTP, WebSocket and admin handlers share. */
+export interface GatewayContext {
+  config: GatewayConfig;
+  store: Store;
+  policy: Policy;
+  board: MultiplierBoard;
+  decider: QuotaDecider;
+  pool: UpstreamPool;
+  metrics: GatewayMetrics;
+  address: ClientAddress;
+  log: FastifyBaseLogger;
+}
+
+export function recordDecision(
+  ctx: GatewayContext,
+  decision: QuotaDecision,
+  cls: string,
+  node: string,
+): void {
+  ctx.metrics.decisions.inc({ outcome: decision.outcome, class: cls, node });
+}

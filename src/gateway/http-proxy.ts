@@ -1,0 +1,117 @@
+import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
+import { Transform } from 'node:stream';
+import replyFrom from '@fastify/reply-from';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { rateLimitHeaders, rateLimitedProblem, unavailableProblem } from '../quota/responses.js';
+import type { Problem } from '../quota/responses.js';
+import { resolveIdentity } from '../quota/policy.js';
+import { clientKey } from '../store/index.js';
+import type { GatewayContext } from './context.js';
+import { recordDecision } from './context.js';
+
+function sendProblem(reply: FastifyReply, problem: Problem, headers: Record<string, string> = {}) {
+  return reply.code(problem.status).headers(headers).type('application/problem+json').send(problem);
+}
+
+/** Fail a streamed body that grows past the limit (for bodies without Content-Length). */
+function boundedBody(limit: number): Transform {
+  let seen = 0;
+  return new Transform({
+    transform(chunk: Buffer, _enc, done) {
+      seen += chunk.length;
+      if (seen > limit) done(new Error(`request body exceeds ${limit} bytes`));
+      else done(null, chunk);
+    },
+  });
+}
+
+/**
+ * Every method and path goes to a relay node through @fastify/reply-from (undici), with the
+ * body streamed. Writes consume quota first; a rejected write never reaches the node.
+ */
+export async function registerHttpProxy(app: FastifyInstance, ctx: GatewayContext): Promise<void> {
+  const { limits } = ctx.config;
+  await app.register(replyFrom, {
+    undici: { connections: 128, pipelining: 1, keepAliveTimeout: 30_000 },
+    disableRequestLogging: !ctx.config.logging.requests,
+  });
+
+  // Leave bodies unread: reply-from streams them to the node as they arrive.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', (req, payload, done) => {
+    done(null, payload.pipe(boundedBody(limits.maxBodyBytes)));
+  });
+
+  const handler = async (request: FastifyRequest, reply: FastifyReply) => {
+    const length = Number(request.headers['content-length'] ?? 0);
+    if (length > limits.maxBodyBytes) {
+      return sendProblem(reply, {
+        type: 'urn:sluice:problem:body-too-large',
+        title: 'Content Too Large',
+        status: 413,
+        detail: `request bodies are limited to ${limits.maxBodyBytes} bytes`,
+      });
+    }
+    const path = request.url.split('?')[0] ?? '/';
+    const { cls, cost } = ctx.policy.classify(request.method, path);
+    const ip = ctx.address.ip(request.raw);
+    const apiKey = headerValue(request.headers, ctx.config.identity.apiKeyHeader);
+    const identity = resolveIdentity({ apiKey, ip }, ctx.config.identity.order, ctx.policy);
+    const node = ctx.pool.pick(clientKey(identity.value, ctx.config.identity.keySalt));
+    if (!node) {
+      return sendProblem(
+        reply,
+        { ...unavailableProblem(), detail: 'no relay node is available' },
+        { 'retry-after': '1' },
+      );
+    }
+
+    let limitHeaders: Record<string, string> = {};
+    const free =
+      !ctx.config.quotas.enabled ||
+      cls === 'exempt' ||
+      ctx.policy.isAllowListed([ip, identity.value.slice(identity.value.indexOf(':') + 1)]);
+    if (!free) {
+      const decision = await ctx.decider.decide({ identity, cls, cost, nodeId: node.id });
+      if (decision) {
+        recordDecision(ctx, decision, cls, node.id);
+        limitHeaders = rateLimitHeaders(decision);
+        if (!decision.admitted) {
+          // A quota store failure in fail-closed mode is our problem, not the client's: 503, never 429.
+          return decision.outcome === 'error'
+            ? sendProblem(reply, unavailableProblem(), { 'retry-after': '1' })
+            : sendProblem(reply, rateLimitedProblem(decision), limitHeaders);
+        }
+      }
+    }
+
+    return reply.from(node.url + request.url, {
+      rewriteRequestHeaders: (req, headers) => ({
+        ...headers,
+        'x-forwarded-for': ctx.address.forwardedFor(req.raw as IncomingMessage),
+        'x-forwarded-proto': 'http',
+      }),
+      rewriteHeaders: (headers) => ({ ...headers, ...limitHeaders }),
+      onError: (rep, { error }) => {
+        const tooLarge = /exceeds \d+ bytes/.test(error.message);
+        if (!tooLarge) {
+          ctx.metrics.upstreamErrors.inc({ node: node.id });
+          ctx.pool.reportFailure(node.id, error.message);
+        }
+        void sendProblem(rep as FastifyReply, {
+          type: tooLarge ? 'urn:sluice:problem:body-too-large' : 'urn:sluice:problem:bad-gateway',
+          title: tooLarge ? 'Content Too Large' : 'Bad Gateway',
+          status: tooLarge ? 413 : 502,
+          detail: tooLarge ? error.message : `relay node ${node.id} could not be reached`,
+        });
+      },
+    });
+  };
+  app.all('/', handler);
+  app.all('/*', handler);
+}
+
+function headerValue(headers: IncomingHttpHeaders, name: string): string | undefined {
+  const value = headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}

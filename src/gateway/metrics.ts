@@ -1,0 +1,64 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { MultiplierBoard } from '../pressure/board.js';
+import type { UpstreamPool } from './upstreams.js';
+
+/** The gateway's Prometheus metrics, on a registry of its own. */
+export class GatewayMetrics {
+  readonly registry = new Registry();
+  readonly decisions = new Counter({
+    name: 'sluice_decisions_total',
+    help: 'Quota decisions by outcome (allowed, limited, insured, error), class and node',
+    labelNames: ['outcome', 'class', 'node'] as const,
+    registers: [this.registry],
+  });
+  readonly valkeyCall = new Histogram({
+    name: 'sluice_valkey_call_seconds',
+    help: 'Duration of quota calls that reached Valkey',
+    labelNames: ['client', 'result'] as const,
+    buckets: [0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+    registers: [this.registry],
+  });
+  readonly openWebSockets = new Gauge({
+    name: 'sluice_websockets_open',
+    help: 'Client WebSocket connections currently open',
+    registers: [this.registry],
+  });
+  readonly frames = new Counter({
+    name: 'sluice_frames_total',
+    help: 'Client WebSocket frames by type (EVENT, REQ, CLOSE, AUTH, COUNT, OTHER, MALFORMED, OVERSIZED)',
+    labelNames: ['type'] as const,
+    registers: [this.registry],
+  });
+  readonly upstreamErrors = new Counter({
+    name: 'sluice_upstream_errors_total',
+    help: 'Requests or connections that failed to reach a relay node',
+    labelNames: ['node'] as const,
+    registers: [this.registry],
+  });
+
+  constructor(board: MultiplierBoard, pool: UpstreamPool) {
+    collectDefaultMetrics({ register: this.registry, prefix: 'sluice_' });
+    const multiplier = new Gauge({
+      name: 'sluice_multiplier',
+      help: 'Current limit multiplier per relay node',
+      labelNames: ['node', 'source'] as const,
+      registers: [this.registry],
+    });
+    board.onChange(() => {
+      // Reset so a node's old source label does not linger beside its new one.
+      multiplier.reset();
+      for (const entry of board.list()) {
+        multiplier.set({ node: entry.nodeId, source: entry.source }, entry.value);
+      }
+    });
+    new Gauge({
+      name: 'sluice_upstream_up',
+      help: 'Whether a relay node is in rotation (1) or not (0)',
+      labelNames: ['node'] as const,
+      registers: [this.registry],
+      collect() {
+        for (const node of pool.list()) this.set({ node: node.id }, node.healthy ? 1 : 0);
+      },
+    });
+  }
+}

@@ -1,0 +1,76 @@
+import { validateEvent, verifyEvent } from 'nostr-tools/pure';
+import type { Event } from 'nostr-tools/pure';
+
+/** A client frame, parsed just enough for a per-frame decision. */
+export type ClientFrame =
+  | { type: 'EVENT'; event: Event; verified: boolean }
+  /** An EVENT that cannot be accepted: answered with OK false "invalid:". */
+  | { type: 'BAD_EVENT'; id: string; reason: string }
+  | { type: 'REQ' | 'COUNT'; subId: string }
+  | { type: 'CLOSE' | 'AUTH' | 'OTHER'; verb: string }
+  /** Not a NIP-01 message at all: answered with NOTICE. */
+  | { type: 'MALFORMED'; reason: string };
+
+const HEX64 = /^[0-9a-f]{64}$/;
+
+/**
+ * Pull an event id out of a frame too large to accept, so its EVENT can still be answered.
+ * A bare `"id":"<hex>"` can only be a key of the event object: JSON strings cannot hold
+ * unescaped quotes, and NIP-01 events nest no other objects. The frame is already bounded
+ * by the socket's maximum payload.
+ */
+export function sniffEventId(text: string): string | undefined {
+  if (!/^\s*\[\s*"EVENT"/.test(text.slice(0, 64))) return undefined;
+  return /"id"\s*:\s*"([0-9a-f]{64})"/.exec(text)?.[1];
+}
+
+/**
+ * Parse one text frame from a client. With `verify`, an EVENT's id and signature are checked,
+ * which is what makes its pubkey usable as an identity.
+ */
+export function parseClientFrame(text: string, verify: boolean): ClientFrame {
+  let msg: unknown;
+  try {
+    msg = JSON.parse(text);
+  } catch {
+    return { type: 'MALFORMED', reason: 'frame is not valid JSON' };
+  }
+  if (!Array.isArray(msg) || msg.length === 0 || typeof msg[0] !== 'string') {
+    return { type: 'MALFORMED', reason: 'a message must be a JSON array starting with a verb' };
+  }
+  const verb = msg[0];
+  switch (verb) {
+    case 'EVENT':
+      return parseEvent(msg[1], verify);
+    case 'REQ':
+    case 'COUNT':
+      if (typeof msg[1] !== 'string' || msg[1].length === 0 || msg[1].length > 64) {
+        return { type: 'MALFORMED', reason: `${verb} needs a subscription id of 1-64 characters` };
+      }
+      return { type: verb, subId: msg[1] };
+    case 'CLOSE':
+    case 'AUTH':
+      return { type: verb, verb };
+    default:
+      return { type: 'OTHER', verb };
+  }
+}
+
+function parseEvent(raw: unknown, verify: boolean): ClientFrame {
+  const id =
+    raw && typeof raw === 'object' && typeof (raw as { id?: unknown }).id === 'string'
+      ? (raw as { id: string }).id
+      : '';
+  if (!raw || typeof raw !== 'object' || Array.isArray(raw)) {
+    return { type: 'BAD_EVENT', id, reason: 'EVENT needs an event object' };
+  }
+  const event = raw as Event;
+  if (!validateEvent(event) || !HEX64.test(event.id ?? '') || typeof event.sig !== 'string') {
+    return { type: 'BAD_EVENT', id, reason: 'malformed event (fields or types)' };
+  }
+  if (!verify) return { type: 'EVENT', event, verified: false };
+  if (!verifyEvent(event)) {
+    return { type: 'BAD_EVENT', id, reason: 'event id or signature does not verify' };
+  }
+  return { type: 'EVENT', event, verified: true };
+}

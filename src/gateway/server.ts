@@ -1,0 +1,112 @@
+import type { Server } from 'node:http';
+import Fastify, { LogController } from 'fastify';
+import type { FastifyBaseLogger } from 'fastify';
+import type { GatewayConfig } from '../config/schema.js';
+import { MultiplierBoard } from '../pressure/board.js';
+import { QuotaDecider } from '../quota/decider.js';
+import { Policy } from '../quota/policy.js';
+import { createStore, parseNodeAddress } from '../store/index.js';
+import { buildAdminApp } from './admin.js';
+import { ClientAddress } from './client-address.js';
+import type { GatewayContext } from './context.js';
+import { registerHttpProxy } from './http-proxy.js';
+import { GatewayMetrics } from './metrics.js';
+import { UpstreamPool } from './upstreams.js';
+import { attachWebSocketProxy } from './ws-proxy.js';
+
+export interface RunningGateway {
+  url: string;
+  adminUrl: string;
+  /** Apply a reloaded configuration: policy, tiers, allow-list (listeners and Valkey stay). */
+  reload(config: GatewayConfig): void;
+  /** Stop accepting, close WebSockets with 1001, finish in-flight requests, close Valkey. */
+  close(): Promise<void>;
+}
+
+/** Wire the gateway from a validated configuration and start both listeners. */
+export async function startGateway(
+  config: GatewayConfig,
+  log: FastifyBaseLogger,
+): Promise<RunningGateway> {
+  const address = new ClientAddress(config.trustedProxies);
+  const store = await createStore({
+    client: config.valkey.client,
+    mode: config.valkey.mode,
+    nodes: config.valkey.nodes.map(parseNodeAddress),
+    timeouts: {
+      connectMs: config.valkey.connectTimeoutMs,
+      commandMs: config.valkey.commandTimeoutMs,
+    },
+    inflightLimit: config.valkey.inflightLimit,
+    clientName: 'sluice-gateway',
+  });
+  const policy = new Policy(config.quotas);
+  const board = new MultiplierBoard(config.upstreams.map((u) => u.id));
+  const pool = new UpstreamPool(config.upstreams, config.routing, config.healthCheck, log);
+  const metrics = new GatewayMetrics(board, pool);
+  const decider = new QuotaDecider(store, policy, board, config.quotas, config.identity.keySalt, {
+    storeCall: (seconds, ok) =>
+      metrics.valkeyCall.observe({ client: store.client, result: ok ? 'ok' : 'error' }, seconds),
+  });
+  const ctx: GatewayContext = {
+    config,
+    store,
+    policy,
+    board,
+    decider,
+    pool,
+    metrics,
+    address,
+    log,
+  };
+
+  await pool.start();
+  const app = Fastify({
+    loggerInstance: log,
+    logController: new LogController({ disableRequestLogging: !config.logging.requests }),
+    // Bodies are streamed, never parsed, so this bounds nothing but the in-memory cases.
+    bodyLimit: config.limits.maxBodyBytes,
+    return503OnClosing: true,
+    forceCloseConnections: 'idle',
+  });
+  await registerHttpProxy(app, ctx);
+  const ws = attachWebSocketProxy(app.server, ctx);
+  const admin = buildAdminApp(ctx);
+
+  try {
+    await app.listen({ host: config.listen.host, port: config.listen.port });
+    await admin.listen({ host: config.admin.host, port: config.admin.port });
+  } catch (err) {
+    pool.stop();
+    await Promise.allSettled([app.close(), admin.close(), store.close()]);
+    throw err;
+  }
+
+  const url = listenUrl(app.server, config.listen.host);
+  const adminUrl = listenUrl(admin.server, config.admin.host);
+  return {
+    url,
+    adminUrl,
+    reload(next) {
+      ctx.config = {
+        ...ctx.config,
+        quotas: next.quotas,
+        identity: { ...next.identity, keySalt: ctx.config.identity.keySalt },
+      };
+      policy.reload(next.quotas);
+      decider.reload(next.quotas);
+    },
+    async close() {
+      pool.stop();
+      ws.closeAll('gateway shutting down');
+      await Promise.allSettled([app.close(), admin.close()]);
+      await store.close();
+    },
+  };
+}
+
+function listenUrl(server: Server, host: string): string {
+  const addr = server.address();
+  const port = typeof addr === 'object' && addr ? addr.port : 0;
+  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+}

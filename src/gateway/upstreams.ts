@@ -1,0 +1,121 @@
+import { createHash } from 'node:crypto';
+import type { GatewayConfig, Upstream } from '../config/schema.js';
+
+export interface UpstreamState {
+  id: string;
+  url: string;
+  healthy: boolean;
+  consecutiveFailures: number;
+  lastError?: string;
+  lastCheckedAt?: number;
+}
+
+export interface PoolLog {
+  info(obj: object, msg: string): void;
+  warn(obj: object, msg: string): void;
+}
+
+/**
+ * The relay nodes behind the gateway and their health. Active checks (GET the health path)
+ * take a node out after consecutive failures and bring it back on the first success; proxy
+ * errors count as failures too.
+ */
+export class UpstreamPool {
+  private readonly nodes: UpstreamState[];
+  private timer: NodeJS.Timeout | undefined;
+  private rr = 0;
+
+  constructor(
+    upstreams: readonly Upstream[],
+    private readonly routing: GatewayConfig['routing'],
+    private readonly health: GatewayConfig['healthCheck'],
+    private readonly log: PoolLog,
+  ) {
+    this.nodes = upstreams.map((u) => ({
+      id: u.id,
+      url: u.url.replace(/\/$/, ''),
+      healthy: true,
+      consecutiveFailures: 0,
+    }));
+  }
+
+  async start(): Promise<void> {
+    await this.checkAll();
+    this.timer = setInterval(() => void this.checkAll(), this.health.intervalMs);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+  }
+
+  /**
+   * A healthy node for a client: sticky routing uses rendezvous hashing on the client's hash,
+   * so a client keeps its node and only the clients of a failed node move.
+   */
+  pick(clientHash: string): UpstreamState | undefined {
+    const healthy = this.nodes.filter((n) => n.healthy);
+    if (healthy.length === 0) return undefined;
+    if (this.routing === 'round-robin') return healthy[this.rr++ % healthy.length];
+    let best: UpstreamState | undefined;
+    let bestScore = '';
+    for (const node of healthy) {
+      const score = createHash('sha1').update(`${node.id}\0${clientHash}`).digest('hex');
+      if (score > bestScore) {
+        bestScore = score;
+        best = node;
+      }
+    }
+    return best;
+  }
+
+  get(id: string): UpstreamState | undefined {
+    return this.nodes.find((n) => n.id === id);
+  }
+
+  list(): readonly UpstreamState[] {
+    return this.nodes;
+  }
+
+  anyHealthy(): boolean {
+    return this.nodes.some((n) => n.healthy);
+  }
+
+  /** A proxied request to this node failed at the connection level. */
+  reportFailure(id: string, error: string): void {
+    const node = this.get(id);
+    if (node) this.recordFailure(node, error);
+  }
+
+  private async checkAll(): Promise<void> {
+    await Promise.all(this.nodes.map((node) => this.check(node)));
+  }
+
+  private async check(node: UpstreamState): Promise<void> {
+    node.lastCheckedAt = Date.now();
+    try {
+      const res = await fetch(node.url + this.health.path, {
+        signal: AbortSignal.timeout(this.health.timeoutMs),
+      });
+      await res.body?.cancel();
+      if (!res.ok) throw new Error(`health check answered ${res.status}`);
+      node.consecutiveFailures = 0;
+      node.lastError = undefined;
+      if (!node.healthy) {
+        node.healthy = true;
+        this.log.info({ node: node.id }, 'relay node is back in rotation');
+      }
+    } catch (err) {
+      this.recordFailure(node, (err as Error).message);
+    }
+  }
+
+  private recordFailure(node: UpstreamState, error: string): void {
+    node.consecutiveFailures++;
+    node.lastError = error;
+    if (node.healthy && node.consecutiveFailures >= this.health.failuresToDown) {
+      node.healthy = false;
+      this.log.warn({ node: node.id, error }, 'relay node taken out of rotation');
+    }
+  }
+}

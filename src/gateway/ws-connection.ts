@@ -1,0 +1,211 @@
+import type { RawData, WebSocket } from 'ws';
+import { resolveIdentity } from '../quota/policy.js';
+import { nostrRejection } from '../quota/responses.js';
+import type { GatewayContext } from './context.js';
+import { recordDecision } from './context.js';
+import { parseClientFrame, sniffEventId } from './nostr-frames.js';
+
+/** Who is on the other end of a client connection, fixed at connect. */
+export interface ConnectionInfo {
+  ip: string;
+  apiKey?: string;
+  nodeId: string;
+}
+
+/** Bytes buffered towards one side before the other side is paused. */
+const HIGH_WATER = 1024 * 1024;
+const LOW_WATER = 256 * 1024;
+
+/** Close codes a peer may send; reserved ones (1005, 1006, 1015) are mapped. */
+export function relayableCloseCode(code: number): number {
+  if (code === 1005) return 1000;
+  if (code === 1006 || code === 1015) return 1011;
+  const valid =
+    (code >= 1000 && code <= 1003) ||
+    (code >= 1007 && code <= 1014) ||
+    (code >= 3000 && code <= 4999);
+  return valid ? code : 1011;
+}
+
+/**
+ * One client connection pinned to one relay node. Client frames are decided in arrival
+ * order (a queue, so a REQ never overtakes the EVENT before it); relay frames pass untouched.
+ * Every EVENT is answered once: by the relay when forwarded, by the gateway when not.
+ */
+export class ProxiedConnection {
+  private readonly queue: { data: RawData; isBinary: boolean }[] = [];
+  private draining = false;
+  private pausedForQueue = false;
+  private pausedForUpstream = false;
+  private closed = false;
+
+  constructor(
+    private readonly client: WebSocket,
+    private readonly upstream: WebSocket,
+    private readonly ctx: GatewayContext,
+    private readonly info: ConnectionInfo,
+    private readonly onGone: () => void,
+  ) {
+    client.on('message', (data, isBinary) => this.enqueue(data, isBinary));
+    upstream.on('message', (data, isBinary) => this.toClient(data, isBinary));
+    client.on('close', (code) =>
+      this.closeBoth(relayableCloseCode(code), 'client closed', 'client'),
+    );
+    upstream.on('close', (code, reason) =>
+      this.closeBoth(relayableCloseCode(code), reason.toString() || 'relay closed', 'upstream'),
+    );
+    client.on('error', (err) => this.fail('client', err));
+    upstream.on('error', (err) => this.fail('upstream', err));
+  }
+
+  /** Close both sides (gateway shutdown uses 1001, going away). */
+  close(code: number, reason: string): void {
+    this.closeBoth(code, reason, 'gateway');
+  }
+
+  private enqueue(data: RawData, isBinary: boolean): void {
+    this.queue.push({ data, isBinary });
+    if (this.queue.length >= this.ctx.config.limits.maxQueuedFrames && !this.pausedForQueue) {
+      this.pausedForQueue = true;
+      this.client.pause();
+    }
+    if (!this.draining) void this.drain();
+  }
+
+  private async drain(): Promise<void> {
+    this.draining = true;
+    while (this.queue.length > 0 && !this.closed) {
+      const { data, isBinary } = this.queue.shift()!;
+      try {
+        await this.handle(toBuffer(data), isBinary);
+      } catch (err) {
+        this.ctx.log.error({ err }, 'frame handling failed');
+        this.send(['NOTICE', 'error: the gateway could not process this message']);
+      }
+      if (this.pausedForQueue && this.queue.length <= this.ctx.config.limits.maxQueuedFrames / 2) {
+        this.pausedForQueue = false;
+        this.resumeClientIfFree();
+      }
+    }
+    this.draining = false;
+  }
+
+  private async handle(data: Buffer, isBinary: boolean): Promise<void> {
+    const { ctx } = this;
+    const { maxFrameBytes } = ctx.config.limits;
+    if (isBinary) {
+      ctx.metrics.frames.inc({ type: 'MALFORMED' });
+      this.send(['NOTICE', 'invalid: binary frames are not part of NIP-01']);
+      return;
+    }
+    if (data.length > maxFrameBytes) {
+      ctx.metrics.frames.inc({ type: 'OVERSIZED' });
+      const reason = `invalid: message of ${data.length} bytes exceeds the limit of ${maxFrameBytes} bytes`;
+      const id = sniffEventId(data.toString('utf8'));
+      this.send(id ? ['OK', id, false, reason] : ['NOTICE', reason]);
+      return;
+    }
+    const frame = parseClientFrame(data.toString('utf8'), ctx.config.nostr.verifySignatures);
+    ctx.metrics.frames.inc({ type: frame.type === 'BAD_EVENT' ? 'EVENT' : frame.type });
+    switch (frame.type) {
+      case 'MALFORMED':
+        this.send(['NOTICE', `invalid: ${frame.reason}`]);
+        return;
+      case 'BAD_EVENT':
+        this.send(['OK', frame.id, false, `invalid: ${frame.reason}`]);
+        return;
+      case 'EVENT': {
+        const verifiedPubkey = frame.verified ? frame.event.pubkey : undefined;
+        const admitted = await this.admit('write', verifiedPubkey);
+        if (admitted === true) this.toUpstream(data);
+        else this.send(['OK', frame.event.id, false, admitted]);
+        return;
+      }
+      case 'REQ':
+      case 'COUNT': {
+        const admitted = await this.admit('read', undefined);
+        if (admitted === true) this.toUpstream(data);
+        else this.send(['CLOSED', frame.subId, admitted]);
+        return;
+      }
+      default:
+        this.toUpstream(data);
+    }
+  }
+
+  /** true to forward, or the NIP-01 message explaining the refusal. */
+  private async admit(
+    cls: 'write' | 'read',
+    verifiedPubkey: string | undefined,
+  ): Promise<true | string> {
+    const { ctx, info } = this;
+    const identity = resolveIdentity(
+      { apiKey: info.apiKey, verifiedPubkey, ip: info.ip },
+      ctx.config.identity.order,
+      ctx.policy,
+    );
+    const rawId = identity.value.slice(identity.value.indexOf(':') + 1);
+    if (!ctx.config.quotas.enabled || ctx.policy.isAllowListed([info.ip, rawId])) return true;
+    const decision = await ctx.decider.decide({ identity, cls, cost: 1, nodeId: info.nodeId });
+    if (!decision) return true;
+    recordDecision(ctx, decision, cls, info.nodeId);
+    return decision.admitted ? true : nostrRejection(decision);
+  }
+
+  private send(message: unknown[]): void {
+    this.toClient(Buffer.from(JSON.stringify(message)), false);
+  }
+
+  private toClient(data: RawData, isBinary: boolean): void {
+    if (this.client.readyState !== this.client.OPEN) return;
+    this.client.send(data, { binary: isBinary }, () => {
+      if (this.upstream.isPaused && this.client.bufferedAmount < LOW_WATER) this.upstream.resume();
+    });
+    // A slow client: stop reading from the relay until the client catches up.
+    if (this.client.bufferedAmount > HIGH_WATER && !this.upstream.isPaused) this.upstream.pause();
+  }
+
+  private toUpstream(data: Buffer): void {
+    if (this.upstream.readyState !== this.upstream.OPEN) return;
+    this.upstream.send(data, { binary: false }, () => {
+      if (this.pausedForUpstream && this.upstream.bufferedAmount < LOW_WATER) {
+        this.pausedForUpstream = false;
+        this.resumeClientIfFree();
+      }
+    });
+    if (this.upstream.bufferedAmount > HIGH_WATER && !this.pausedForUpstream) {
+      this.pausedForUpstream = true;
+      this.client.pause();
+    }
+  }
+
+  private resumeClientIfFree(): void {
+    if (!this.pausedForQueue && !this.pausedForUpstream) this.client.resume();
+  }
+
+  private fail(side: string, err: Error): void {
+    this.ctx.log.debug({ err, side }, 'websocket error');
+    this.closeBoth(1011, `${side} error`, side);
+  }
+
+  private closeBoth(code: number, reason: string, initiator: string): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.queue.length = 0;
+    for (const [name, ws] of [
+      ['client', this.client],
+      ['upstream', this.upstream],
+    ] as const) {
+      if (name === initiator) continue;
+      if (ws.readyState === ws.OPEN) ws.close(code, reason.slice(0, 120));
+      else if (ws.readyState === ws.CONNECTING) ws.terminate();
+    }
+    this.onGone();
+  }
+}
+
+function toBuffer(data: RawData): Buffer {
+  if (Buffer.isBuffer(data)) return data;
+  if (Array.isArray(data)) return Buffer.concat(data);
+  return Buffer.from(data);
+}

@@ -1,0 +1,208 @@
+import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
+import type { GatewayConfig, Limit } from '../config/schema.js';
+import type { MultiplierBoard } from '../pressure/board.js';
+import { StoreError, clientKey } from '../store/index.js';
+import type { ClientKey, QuotaLimiter, Store } from '../store/index.js';
+import { effectivePoints, insuredPoints, quantiseMultiplier, secondsUntil } from './limits.js';
+import type { Identity, Policy } from './policy.js';
+
+/**
+ * allowed / limited: Valkey decided. insured: Valkey failed and the in-memory share decided.
+ * error: Valkey failed and the configured failure mode (open or closed) decided.
+ */
+export type Outcome = 'allowed' | 'limited' | 'insured' | 'error';
+
+export interface QuotaRequest {
+  identity: Identity;
+  cls: 'write' | 'read';
+  cost: number;
+  /** The relay node the request goes to: its multiplier scales the limit. */
+  nodeId: string;
+}
+
+export interface QuotaDecision {
+  outcome: Outcome;
+  /** Forward the request (true) or answer it at the gateway (false). */
+  admitted: boolean;
+  /** The policy name shown in RateLimit headers: "writes" or "reads". */
+  policy: string;
+  limit: number;
+  windowSec: number;
+  remaining: number;
+  /** Seconds until more quota is available. */
+  resetSec: number;
+  multiplier: number;
+  /** Rejected from the in-memory block, with no Valkey round trip. */
+  fromMemory: boolean;
+}
+
+export interface DecisionObserver {
+  /** Called with the duration of each call that reached Valkey. */
+  storeCall(seconds: number, ok: boolean): void;
+}
+
+type QuotaSettings = GatewayConfig['quotas'];
+
+/**
+ * The quota decision: identity -> policy -> limiter for (base x node multiplier) -> verdict.
+ * Knows nothing of HTTP or WebSocket.
+ *
+ * One limiter per effective limit, all sharing the counter key of their (class, tier,
+ * window), so a new multiplier applies at once to what was already consumed.
+ */
+export class QuotaDecider {
+  private readonly limiters = new Map<string, QuotaLimiter>();
+  private readonly insurance = new Map<string, RateLimiterMemory>();
+  private storeDownUntil = 0;
+
+  constructor(
+    private readonly store: Store,
+    private readonly policy: Policy,
+    private readonly board: MultiplierBoard,
+    private settings: QuotaSettings,
+    private readonly keySalt: string,
+    private readonly observer: DecisionObserver = { storeCall: () => undefined },
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** Apply reloaded settings; limiters for old limits are dropped. */
+  reload(settings: QuotaSettings): void {
+    this.settings = settings;
+    this.limiters.clear();
+    this.insurance.clear();
+  }
+
+  /** Null when the request is free: exempt, allow-listed, or a class without a limit. */
+  async decide(req: QuotaRequest): Promise<QuotaDecision | null> {
+    const base = this.policy.limitOf(req.identity.tier, req.cls);
+    if (!base) return null;
+    const multiplier = quantiseMultiplier(
+      this.board.get(req.nodeId).value,
+      this.settings.multiplierStep,
+    );
+    const points = effectivePoints(base.points, multiplier, this.settings.multiplierStep);
+    const key = clientKey(req.identity.value, this.keySalt);
+    const shape = { policy: `${req.cls}s`, limit: points, windowSec: base.windowSec, multiplier };
+
+    if (this.now() >= this.storeDownUntil) {
+      const limiter = this.limiterFor(req.cls, req.identity.tier, base, points);
+      const started = performance.now();
+      try {
+        const d = await limiter.consume(key, req.cost);
+        if (!d.fromMemory) this.observer.storeCall((performance.now() - started) / 1000, true);
+        return {
+          ...shape,
+          outcome: d.allowed ? 'allowed' : 'limited',
+          admitted: d.allowed,
+          remaining: d.remaining,
+          resetSec: secondsUntil(d.msBeforeNext),
+          fromMemory: d.fromMemory,
+        };
+      } catch (err) {
+        if (!(err instanceof StoreError)) throw err;
+        this.observer.storeCall((performance.now() - started) / 1000, false);
+        // Skip Valkey for a moment: every request waiting out a timeout would stall the gateway.
+        this.storeDownUntil = this.now() + this.settings.retryStoreAfterMs;
+      }
+    }
+    return this.decideWithoutStore(req, key, base, points, shape);
+  }
+
+  /** True while Valkey is being skipped after a failure. */
+  get storeDown(): boolean {
+    return this.now() < this.storeDownUntil;
+  }
+
+  private async decideWithoutStore(
+    req: QuotaRequest,
+    key: ClientKey,
+    base: Limit,
+    points: number,
+    shape: Pick<QuotaDecision, 'policy' | 'limit' | 'windowSec' | 'multiplier'>,
+  ): Promise<QuotaDecision> {
+    const mode = this.settings.onStoreFailure;
+    if (mode !== 'insure') {
+      const admitted = mode === 'open';
+      return { ...shape, outcome: 'error', admitted, remaining: 0, resetSec: 1, fromMemory: false };
+    }
+    const share = insuredPoints(points, this.settings.gateways);
+    const insurer = this.insurerFor(req.cls, req.identity.tier, base, share);
+    try {
+      const res = await insurer.consume(key, req.cost);
+      return {
+        ...shape,
+        limit: share,
+        outcome: 'insured',
+        admitted: true,
+        remaining: res.remainingPoints,
+        resetSec: secondsUntil(res.msBeforeNext),
+        fromMemory: false,
+      };
+    } catch (res) {
+      if (!(res instanceof RateLimiterRes)) throw res;
+      return {
+        ...shape,
+        limit: share,
+        outcome: 'insured',
+        admitted: false,
+        remaining: 0,
+        resetSec: secondsUntil(res.msBeforeNext),
+        fromMemory: false,
+      };
+    }
+  }
+
+  /** Counter key prefix of a (class, tier, window): shared by every limit derived from it. */
+  private prefix(cls: string, tier: string, windowSec: number): string {
+    return `${this.settings.keyPrefix}:${cls}:${tier}:${windowSec}`;
+  }
+
+  private limiterFor(cls: string, tier: string, base: Limit, points: number): QuotaLimiter {
+    const keyPrefix = this.prefix(cls, tier, base.windowSec);
+    const id = `${keyPrefix}#${points}`;
+    let limiter = this.limiters.get(id);
+    if (!limiter) {
+      limiter = this.store.limiter({
+        keyPrefix,
+        points,
+        duration: base.windowSec,
+        // Block in memory once the limit is used up: the rest of the window costs no round trip.
+        ...(this.settings.inMemoryBlock && points > 0 ? { inMemoryBlockOnConsumed: points } : {}),
+      });
+      this.limiters.set(id, limiter);
+    }
+    return limiter;
+  }
+
+  private insurerFor(cls: string, tier: string, base: Limit, points: number): RateLimiterMemory {
+    const keyPrefix = this.prefix(cls, tier, base.windowSec);
+    const id = `${keyPrefix}#${points}`;
+    let insurer = this.insurance.get(id);
+    if (!insurer) {
+      insurer = new RateLimiterMemory({ keyPrefix, points, duration: base.windowSec });
+      this.insurance.set(id, insurer);
+    }
+    return insurer;
+  }
+
+  /** Current consumption of one identity, for the admin endpoint. */
+  async usage(identity: Identity, cls: 'write' | 'read', nodeId: string) {
+    const base = this.policy.limitOf(identity.tier, cls);
+    if (!base) return null;
+    const multiplier = quantiseMultiplier(
+      this.board.get(nodeId).value,
+      this.settings.multiplierStep,
+    );
+    const points = effectivePoints(base.points, multiplier, this.settings.multiplierStep);
+    const limiter = this.limiterFor(cls, identity.tier, base, points);
+    const d = await limiter.peek(clientKey(identity.value, this.keySalt));
+    return {
+      tier: identity.tier,
+      limit: points,
+      windowSec: base.windowSec,
+      consumed: d?.consumed ?? 0,
+      remaining: d ? d.remaining : points,
+      resetSec: d ? secondsUntil(d.msBeforeNext) : 0,
+    };
+  }
+}

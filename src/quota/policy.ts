@@ -1,0 +1,125 @@
+import { createHash } from 'node:crypto';
+import type { GatewayConfig, IdentitySource, Limit, QuotaClass, Tier } from '../config/schema.js';
+
+type QuotaSettings = GatewayConfig['quotas'];
+
+/** A request's class and cost, from the configured routes or the method. */
+export interface Classification {
+  cls: QuotaClass;
+  cost: number;
+}
+
+const READ_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/**
+ * Tiers, API keys, routes and the allow-list. Mutable at runtime (admin endpoint, SIGHUP),
+ * so callers read it per request and never cache its answers.
+ */
+export class Policy {
+  private tiers: Record<string, Tier>;
+  private settings: QuotaSettings;
+  private allow: Set<string>;
+
+  constructor(settings: QuotaSettings) {
+    this.settings = settings;
+    this.tiers = structuredClone(settings.tiers);
+    this.allow = new Set(settings.allowList);
+  }
+
+  /** Replace everything from a reloaded configuration. */
+  reload(settings: QuotaSettings): void {
+    this.settings = settings;
+    this.tiers = structuredClone(settings.tiers);
+    this.allow = new Set(settings.allowList);
+  }
+
+  classify(method: string, path: string): Classification {
+    const upper = method.toUpperCase();
+    for (const route of this.settings.routes) {
+      const matchesPath =
+        path === route.path ||
+        path.startsWith(route.path.endsWith('/') ? route.path : `${route.path}/`) ||
+        path.startsWith(`${route.path}?`);
+      if (matchesPath && (!route.method || route.method === upper)) {
+        return { cls: route.class, cost: route.cost };
+      }
+    }
+    return { cls: READ_METHODS.has(upper) ? 'read' : 'write', cost: 1 };
+  }
+
+  /** The tier of an API key, or undefined for an unknown key (which then identifies nobody). */
+  tierOfApiKey(apiKey: string): string | undefined {
+    const keys = this.settings.apiKeys;
+    const direct = Object.hasOwn(keys, apiKey) ? keys[apiKey] : undefined;
+    return direct ?? keys[`sha256:${createHash('sha256').update(apiKey).digest('hex')}`];
+  }
+
+  get defaultTier(): string {
+    return this.settings.defaultTier;
+  }
+
+  isAllowListed(values: readonly string[]): boolean {
+    return values.some((v) => this.allow.has(v));
+  }
+
+  /** The base limit of a tier for a class; undefined when the class is free in that tier. */
+  limitOf(tier: string, cls: QuotaClass): Limit | undefined {
+    if (cls === 'exempt') return undefined;
+    const t = this.tiers[tier] ?? this.tiers[this.settings.defaultTier]!;
+    return cls === 'write' ? t.write : t.read;
+  }
+
+  tierNames(): string[] {
+    return Object.keys(this.tiers);
+  }
+
+  snapshot(): Record<string, Tier> {
+    return structuredClone(this.tiers);
+  }
+
+  /** Change a tier's base limit at runtime (not persisted). */
+  setLimit(tier: string, cls: 'write' | 'read', limit: Limit | undefined): void {
+    const t = this.tiers[tier];
+    if (!t) throw new RangeError(`unknown tier "${tier}"`);
+    if (cls === 'write') {
+      if (!limit) throw new RangeError('a tier always has a write limit');
+      t.write = limit;
+    } else {
+      t.read = limit;
+    }
+  }
+}
+
+export interface Identity {
+  source: IdentitySource;
+  /** The raw identity: never logged or stored as is; hashed before it becomes a key. */
+  value: string;
+  tier: string;
+}
+
+export interface IdentityCandidates {
+  apiKey?: string;
+  /** Only a pubkey whose event signature was verified. */
+  verifiedPubkey?: string;
+  ip: string;
+}
+
+/** The first identity in the configured order that the request can prove. */
+export function resolveIdentity(
+  candidates: IdentityCandidates,
+  order: readonly IdentitySource[],
+  policy: Policy,
+): Identity {
+  for (const source of order) {
+    if (source === 'apiKey' && candidates.apiKey) {
+      const tier = policy.tierOfApiKey(candidates.apiKey);
+      if (tier) return { source, value: `key:${candidates.apiKey}`, tier };
+    } else if (source === 'pubkey' && candidates.verifiedPubkey) {
+      return { source, value: `pk:${candidates.verifiedPubkey}`, tier: policy.defaultTier };
+    } else if (source === 'ip') {
+      return { source, value: `ip:${candidates.ip}`, tier: policy.defaultTier };
+    }
+  }
+  // The IP is always known: it is the identity of last resort even when not in the order.
+  return { source: 'ip', value: `ip:${candidates.ip}`, tier: policy.defaultTier };
+}

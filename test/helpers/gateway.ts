@@ -1,0 +1,150 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { WebSocket } from 'ws';
+import type { ClientKind, Topology } from '../../src/store/index.js';
+import { nodesFor } from './env.js';
+import { spawnSluice } from './processes.js';
+import type { SluiceProcess } from './processes.js';
+
+export const ADMIN_TOKEN = 'test-admin-token-0123456789';
+
+export interface GatewayUnderTest {
+  proc: SluiceProcess;
+  url: string;
+  adminUrl: string;
+  configFile: string;
+}
+
+/** Start `sluice gateway` as its own process with a config file built from `settings`. */
+export async function startGateway(
+  client: ClientKind,
+  mode: Topology,
+  upstreams: { id: string; url: string }[],
+  settings: Record<string, unknown> = {},
+  valkeyNodes?: string[],
+): Promise<GatewayUnderTest> {
+  const dir = mkdtempSync(path.join(tmpdir(), 'sluice-gw-'));
+  const configFile = path.join(dir, 'gateway.json');
+  const config = {
+    listen: { port: 0 },
+    admin: { port: 0, token: ADMIN_TOKEN },
+    valkey: {
+      client,
+      mode,
+      nodes: valkeyNodes ?? nodesFor(mode).map((n) => `${n.host}:${n.port}`),
+      commandTimeoutMs: 500,
+      connectTimeoutMs: 3000,
+    },
+    upstreams,
+    healthCheck: { intervalMs: 500 },
+    logging: { level: 'warn' },
+    ...settings,
+  };
+  writeFileSync(configFile, JSON.stringify(config, null, 2));
+  const proc = await spawnSluice(['gateway', '--config', configFile]);
+  const adminUrl = /admin=(http:\/\/\S+)/.exec(proc.readyLine)?.[1];
+  if (!adminUrl) throw new Error(`no admin url in "${proc.readyLine}"`);
+  return { proc, url: proc.url, adminUrl, configFile };
+}
+
+export interface HttpResult {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  body: string;
+}
+
+/**
+ * One HTTP request from a chosen loopback source address: 127.0.0.2, 127.0.0.3 ... are
+ * distinct clients to the gateway, with no header trickery.
+ */
+export function request(
+  url: string,
+  opts: { method?: string; body?: string; headers?: Record<string, string>; from?: string } = {},
+): Promise<HttpResult> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      url,
+      {
+        method: opts.method ?? 'GET',
+        headers: { 'content-type': 'application/json', ...opts.headers },
+        localAddress: opts.from ?? '127.0.0.1',
+        agent: false,
+      },
+      (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (body += chunk));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
+      },
+    );
+    req.on('error', reject);
+    req.end(opts.body);
+  });
+}
+
+export async function admin(
+  gw: GatewayUnderTest,
+  method: 'GET' | 'POST',
+  route: string,
+  body?: unknown,
+  token = ADMIN_TOKEN,
+): Promise<HttpResult> {
+  return request(gw.adminUrl + route, {
+    method,
+    body: body === undefined ? undefined : JSON.stringify(body),
+    headers: token ? { authorization: `Bearer ${token}` } : {},
+  });
+}
+
+/** A Nostr client on one WebSocket that collects every message it receives. */
+export class NostrClient {
+  readonly received: unknown[][] = [];
+  private waiters: (() => void)[] = [];
+
+  private constructor(readonly ws: WebSocket) {
+    ws.on('message', (data: Buffer) => {
+      this.received.push(JSON.parse(data.toString('utf8')) as unknown[]);
+      for (const w of this.waiters.splice(0)) w();
+    });
+  }
+
+  static async connect(url: string, from = '127.0.0.1'): Promise<NostrClient> {
+    const ws = new WebSocket(url.replace(/^http/, 'ws'), { localAddress: from });
+    await new Promise<void>((resolve, reject) => {
+      ws.once('open', () => resolve());
+      ws.once('error', reject);
+    });
+    return new NostrClient(ws);
+  }
+
+  send(message: unknown): void {
+    this.ws.send(typeof message === 'string' ? message : JSON.stringify(message));
+  }
+
+  /** Wait until `predicate` holds over everything received so far. */
+  async until(predicate: (msgs: unknown[][]) => boolean, timeoutMs = 10_000): Promise<unknown[][]> {
+    const deadline = Date.now() + timeoutMs;
+    while (!predicate(this.received)) {
+      if (Date.now() > deadline) {
+        throw new Error(
+          `timed out; received so far: ${JSON.stringify(this.received).slice(0, 2000)}`,
+        );
+      }
+      await new Promise<void>((resolve) => {
+        this.waiters.push(resolve);
+        setTimeout(resolve, 100);
+      });
+    }
+    return this.received;
+  }
+
+  oks(): unknown[][] {
+    return this.received.filter((m) => m[0] === 'OK');
+  }
+
+  close(): void {
+    this.ws.close();
+  }
+}

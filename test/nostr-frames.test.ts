@@ -1,0 +1,73 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { finalizeEvent, generateSecretKey } from 'nostr-tools/pure';
+import { parseClientFrame, sniffEventId } from '../src/gateway/nostr-frames.js';
+import { relayableCloseCode } from '../src/gateway/ws-connection.js';
+
+const event = finalizeEvent(
+  { kind: 1, created_at: 1_700_000_000, tags: [], content: 'hello' },
+  generateSecretKey(),
+);
+
+describe('client frames', () => {
+  it('accepts a signed EVENT as verified', () => {
+    const frame = parseClientFrame(JSON.stringify(['EVENT', event]), true);
+    assert.equal(frame.type, 'EVENT');
+    assert.equal(frame.type === 'EVENT' && frame.verified, true);
+  });
+
+  it('rejects a tampered EVENT with its id, so it can be answered', () => {
+    const frame = parseClientFrame(
+      JSON.stringify(['EVENT', { ...event, content: 'changed' }]),
+      true,
+    );
+    assert.deepEqual(frame, {
+      type: 'BAD_EVENT',
+      id: event.id,
+      reason: 'event id or signature does not verify',
+    });
+  });
+
+  it('rejects an EVENT with missing fields', () => {
+    const frame = parseClientFrame(JSON.stringify(['EVENT', { id: event.id, kind: 'one' }]), true);
+    assert.equal(frame.type, 'BAD_EVENT');
+  });
+
+  it('calls non-JSON and non-array frames malformed', () => {
+    assert.equal(parseClientFrame('{not json', true).type, 'MALFORMED');
+    assert.equal(parseClientFrame('{"a":1}', true).type, 'MALFORMED');
+    assert.equal(parseClientFrame('[]', true).type, 'MALFORMED');
+    assert.equal(parseClientFrame('["REQ"]', true).type, 'MALFORMED');
+  });
+
+  it('recognises REQ, CLOSE, AUTH and passes unknown verbs on', () => {
+    assert.deepEqual(parseClientFrame('["REQ","s1",{}]', true), { type: 'REQ', subId: 's1' });
+    assert.equal(parseClientFrame('["CLOSE","s1"]', true).type, 'CLOSE');
+    assert.equal(parseClientFrame('["AUTH",{}]', true).type, 'AUTH');
+    assert.deepEqual(parseClientFrame('["NEG-OPEN","x"]', true), {
+      type: 'OTHER',
+      verb: 'NEG-OPEN',
+    });
+  });
+
+  it('sniffs the id of an EVENT too large to parse', () => {
+    const huge = JSON.stringify([
+      'EVENT',
+      { content: `"id":"${'0'.repeat(64)}" ${'x'.repeat(50_000)}`, id: event.id },
+    ]);
+    assert.equal(
+      sniffEventId(huge),
+      event.id,
+      'an id quoted inside content is escaped, so not taken',
+    );
+    assert.equal(sniffEventId('["REQ","x"]'), undefined);
+  });
+
+  it('never relays a reserved close code', () => {
+    assert.equal(relayableCloseCode(1005), 1000);
+    assert.equal(relayableCloseCode(1006), 1011);
+    assert.equal(relayableCloseCode(1001), 1001);
+    assert.equal(relayableCloseCode(4000), 4000);
+    assert.equal(relayableCloseCode(999), 1011);
+  });
+});

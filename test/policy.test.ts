@@ -1,0 +1,124 @@
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import { describe, it } from 'node:test';
+import { validateGatewayConfig } from '../src/config/load.js';
+import { ClientAddress } from '../src/gateway/client-address.js';
+import { Policy, resolveIdentity } from '../src/quota/policy.js';
+
+const premiumHash = createHash('sha256').update('secret-premium-key').digest('hex');
+const config = validateGatewayConfig({
+  admin: { token: 'x'.repeat(16) },
+  upstreams: [{ id: 'a', url: 'http://127.0.0.1:1' }],
+  quotas: {
+    tiers: {
+      default: { write: { points: 10, windowSec: 10 } },
+      premium: { write: { points: 100, windowSec: 10 } },
+    },
+    apiKeys: { 'plain-key': 'premium', [`sha256:${premiumHash}`]: 'premium' },
+    routes: [
+      { path: '/healthz', class: 'exempt' },
+      { path: '/search', method: 'post', class: 'read' },
+      { path: '/bulk', class: 'write', cost: 5 },
+    ],
+    allowList: ['10.0.0.9'],
+  },
+});
+const policy = new Policy(config.quotas);
+
+describe('policy', () => {
+  it('classifies writes by method unless a route says otherwise', () => {
+    assert.deepEqual(policy.classify('POST', '/events'), { cls: 'write', cost: 1 });
+    assert.deepEqual(policy.classify('DELETE', '/x'), { cls: 'write', cost: 1 });
+    assert.deepEqual(policy.classify('GET', '/events'), { cls: 'read', cost: 1 });
+    assert.deepEqual(policy.classify('GET', '/healthz'), { cls: 'exempt', cost: 1 });
+    assert.deepEqual(policy.classify('POST', '/search'), { cls: 'read', cost: 1 });
+    assert.deepEqual(policy.classify('POST', '/bulk/items'), { cls: 'write', cost: 5 });
+    assert.deepEqual(
+      policy.classify('POST', '/bulkier'),
+      { cls: 'write', cost: 1 },
+      'prefixes match whole segments',
+    );
+  });
+
+  it('maps known API keys (plain or sha256) to tiers and ignores unknown ones', () => {
+    const order = ['apiKey', 'pubkey', 'ip'] as const;
+    assert.equal(
+      resolveIdentity({ apiKey: 'plain-key', ip: '1.1.1.1' }, order, policy).tier,
+      'premium',
+    );
+    assert.equal(
+      resolveIdentity({ apiKey: 'secret-premium-key', ip: '1.1.1.1' }, order, policy).tier,
+      'premium',
+    );
+    // An unknown key must not become an identity: random keys would each get a fresh quota.
+    assert.deepEqual(resolveIdentity({ apiKey: 'made-up', ip: '1.1.1.1' }, order, policy), {
+      source: 'ip',
+      value: 'ip:1.1.1.1',
+      tier: 'default',
+    });
+    assert.equal(
+      resolveIdentity({ verifiedPubkey: 'ab'.repeat(32), ip: '1.1.1.1' }, order, policy).source,
+      'pubkey',
+    );
+    assert.equal(
+      resolveIdentity({ verifiedPubkey: 'ab'.repeat(32), ip: '1.1.1.1' }, ['ip'], policy).source,
+      'ip',
+    );
+  });
+
+  it('knows the allow-list and changes base limits at runtime', () => {
+    assert.equal(policy.isAllowListed(['10.0.0.9']), true);
+    assert.equal(policy.isAllowListed(['10.0.0.8']), false);
+    const p = new Policy(config.quotas);
+    p.setLimit('default', 'write', { points: 3, windowSec: 10 });
+    assert.deepEqual(p.limitOf('default', 'write'), { points: 3, windowSec: 10 });
+    assert.equal(
+      p.limitOf('default', 'read'),
+      undefined,
+      'reads are free unless a tier limits them',
+    );
+    assert.deepEqual(
+      policy.limitOf('default', 'write'),
+      { points: 10, windowSec: 10 },
+      'the original is untouched',
+    );
+  });
+});
+
+function fakeRequest(peer: string, xff?: string): IncomingMessage {
+  return {
+    socket: { remoteAddress: peer },
+    headers: xff ? { 'x-forwarded-for': xff } : {},
+  } as unknown as IncomingMessage;
+}
+
+describe('client address', () => {
+  it('ignores X-Forwarded-For from an untrusted peer', () => {
+    const addr = new ClientAddress([]);
+    const req = fakeRequest('203.0.113.5', '1.2.3.4');
+    assert.equal(addr.ip(req), '203.0.113.5');
+    assert.equal(addr.forwardedFor(req), '203.0.113.5');
+  });
+
+  it('believes a trusted proxy and extends its chain', () => {
+    const addr = new ClientAddress(['10.0.0.0/8']);
+    const req = fakeRequest('10.1.2.3', '198.51.100.7');
+    assert.equal(addr.ip(req), '198.51.100.7');
+    assert.equal(addr.forwardedFor(req), '198.51.100.7, 10.1.2.3');
+  });
+
+  it('stops at the first untrusted hop, so a client cannot prepend its own entries', () => {
+    const addr = new ClientAddress(['10.0.0.0/8']);
+    const req = fakeRequest('10.1.2.3', '6.6.6.6, 198.51.100.7');
+    assert.equal(addr.ip(req), '198.51.100.7');
+  });
+
+  it('folds IPv4-mapped IPv6 addresses into one spelling', () => {
+    assert.equal(new ClientAddress([]).ip(fakeRequest('::ffff:127.0.0.1')), '127.0.0.1');
+  });
+
+  it('rejects a malformed trusted proxy entry at start', () => {
+    assert.throws(() => new ClientAddress(['not-an-ip']), /trustedProxies/);
+  });
+});

@@ -1,0 +1,86 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import {
+  effectivePoints,
+  insuredPoints,
+  quantiseMultiplier,
+  secondsUntil,
+} from '../src/quota/limits.js';
+import { nostrRejection, rateLimitHeaders, rateLimitedProblem } from '../src/quota/responses.js';
+import type { QuotaDecision } from '../src/quota/decider.js';
+
+describe('effective limits', () => {
+  it('quantises the multiplier down to the step, within [0, 1]', () => {
+    assert.equal(quantiseMultiplier(0.5, 0.05), 0.5);
+    assert.equal(quantiseMultiplier(0.549, 0.05), 0.5);
+    assert.equal(quantiseMultiplier(0.55, 0.05), 0.55);
+    assert.equal(quantiseMultiplier(1.7, 0.05), 1);
+    assert.equal(quantiseMultiplier(-1, 0.05), 0);
+    assert.equal(quantiseMultiplier(Number.NaN, 0.05), 0);
+  });
+
+  it('scales the base quota, never above base x m, and keeps one point while m > 0', () => {
+    assert.equal(effectivePoints(10, 0.5, 0.05), 5);
+    assert.equal(effectivePoints(600, 0.33, 0.05), 180);
+    assert.equal(effectivePoints(10, 0.01, 0.05), 0, 'below one step quantises to zero');
+    assert.equal(effectivePoints(10, 0.05, 0.05), 1, 'rounding alone never shuts a client out');
+    assert.equal(effectivePoints(10, 0, 0.05), 0);
+    assert.equal(effectivePoints(0, 1, 0.05), 0);
+  });
+
+  it('gives each of N gateways its share of the quota when Valkey is down', () => {
+    assert.equal(insuredPoints(10, 1), 10);
+    assert.equal(insuredPoints(10, 3), 4);
+    assert.equal(insuredPoints(1, 5), 1);
+    assert.equal(insuredPoints(0, 2), 0);
+  });
+
+  it('rounds time to retry up to whole seconds', () => {
+    assert.equal(secondsUntil(1), 1);
+    assert.equal(secondsUntil(1000), 1);
+    assert.equal(secondsUntil(1001), 2);
+    assert.equal(secondsUntil(0), 0);
+  });
+});
+
+const limited: QuotaDecision = {
+  outcome: 'limited',
+  admitted: false,
+  policy: 'writes',
+  limit: 5,
+  windowSec: 10,
+  remaining: 0,
+  resetSec: 7,
+  multiplier: 0.5,
+  fromMemory: false,
+};
+
+describe('rate-limit responses', () => {
+  it('emits the structured-field headers of the IETF draft, with Retry-After on rejection', () => {
+    assert.deepEqual(rateLimitHeaders(limited), {
+      'ratelimit-policy': '"writes";q=5;w=10',
+      ratelimit: '"writes";r=0;t=7',
+      'retry-after': '7',
+    });
+    const allowed = rateLimitHeaders({
+      ...limited,
+      outcome: 'allowed',
+      admitted: true,
+      remaining: 3,
+    });
+    assert.equal(allowed.ratelimit, '"writes";r=3;t=7');
+    assert.equal(allowed['retry-after'], undefined);
+  });
+
+  it('describes the violated policy in a problem body', () => {
+    const body = rateLimitedProblem(limited);
+    assert.equal(body.status, 429);
+    assert.equal(body.retryAfter, 7);
+    assert.match(body.detail, /5 per 10 s/);
+  });
+
+  it('uses the rate-limited: prefix for quota rejections and error: for store failures', () => {
+    assert.match(nostrRejection(limited), /^rate-limited: .*retry in 7s/);
+    assert.match(nostrRejection({ ...limited, outcome: 'error' }), /^error: /);
+  });
+});
