@@ -105,6 +105,38 @@ for (const { client, mode } of matrix()) {
       assert.equal(await storedBy(a.pubkey), 10, 'rejected writes never reach a relay');
     });
 
+    it('HTTP: a client over its limit is turned away from memory, with no Valkey call', async () => {
+      const from = freshClientAddress();
+      const a = author();
+      for (let i = 0; i < 11; i++) {
+        await request(`${gw.url}/events`, {
+          method: 'POST',
+          body: JSON.stringify(a.event(i)),
+          from,
+        });
+      }
+      const calls = async () =>
+        (await request(`${gw.adminUrl}/metrics`)).body
+          .split('\n')
+          .filter((l) => l.startsWith('sluice_valkey_call_seconds_count'))
+          .reduce((sum, l) => sum + Number(l.split(' ').pop()), 0);
+      const before = await calls();
+      for (let i = 11; i < 16; i++) {
+        const res = await request(`${gw.url}/events`, {
+          method: 'POST',
+          body: JSON.stringify(a.event(i)),
+          from,
+        });
+        assert.equal(res.status, 429);
+        assert.ok(Number(res.headers['retry-after']) >= 1);
+      }
+      assert.equal(
+        await calls(),
+        before,
+        'rejections of a blocked client cost no Valkey round trip',
+      );
+    });
+
     it('HTTP: reads are not charged, and two clients are independent', async () => {
       const first = freshClientAddress();
       const second = freshClientAddress();
