@@ -30,10 +30,42 @@ export interface Connected {
   settings: EffectiveSettings;
 }
 
-/** Create and connect a client; fails with StoreConnectError within timeouts.connectMs. */
-export async function connectClient(opts: StoreOptions): Promise<Connected> {
-  if (opts.client === 'valkey-glide') return connectGlide(opts);
-  return connectIo(opts.client, opts);
+/** A channel to listen on from the moment the client connects. */
+export interface ChannelListener {
+  channel: string;
+  onMessage(message: string): void;
+}
+
+/**
+ * Create and connect a client; fails with StoreConnectError within timeouts.connectMs.
+ * With a listener the client is a subscriber: glide takes subscriptions at creation, and
+ * ioredis / iovalkey connections in subscriber mode cannot run other commands.
+ */
+export async function connectClient(
+  opts: StoreOptions,
+  listener?: ChannelListener,
+): Promise<Connected> {
+  if (opts.client === 'valkey-glide') return connectGlide(opts, listener);
+  const connected = await connectIo(opts.client, opts);
+  if (listener) {
+    const client = connected.raw.client as unknown as IoSubscriber;
+    client.on('message', (channel: string, message: string) => {
+      if (channel === listener.channel) listener.onMessage(message);
+    });
+    try {
+      await client.subscribe(listener.channel);
+    } catch (err) {
+      client.disconnect();
+      throw new StoreConnectError(`cannot subscribe to ${listener.channel}: ${describeError(err)}`);
+    }
+  }
+  return connected;
+}
+
+interface IoSubscriber {
+  on(event: 'message', listener: (channel: string, message: string) => void): unknown;
+  subscribe(channel: string): Promise<unknown>;
+  disconnect(): void;
 }
 
 function target(opts: StoreOptions): string {
@@ -43,7 +75,7 @@ function target(opts: StoreOptions): string {
 
 let glideLoggerSet = false;
 
-async function connectGlide(opts: StoreOptions): Promise<Connected> {
+async function connectGlide(opts: StoreOptions, listener?: ChannelListener): Promise<Connected> {
   if (!glideLoggerSet) {
     // Glide's core logs warnings to stdout by default, including the "Function not found"
     // that our reload handles; errors still surface as thrown StoreErrors.
@@ -56,6 +88,17 @@ async function connectGlide(opts: StoreOptions): Promise<Connected> {
     inflightRequestsLimit: opts.inflightLimit,
     clientName: opts.clientName,
     advancedConfiguration: { connectionTimeout: opts.timeouts.connectMs },
+    ...(listener
+      ? {
+          pubsubSubscriptions: {
+            // Exact channel names: mode 0 in both the standalone and the cluster enums.
+            channelsAndPatterns: { 0: new Set([listener.channel]) },
+            callback: (msg: { message: unknown; channel: unknown }) => {
+              if (String(msg.channel) === listener.channel) listener.onMessage(String(msg.message));
+            },
+          },
+        }
+      : {}),
   };
   const pending: Promise<GlideAny> =
     opts.mode === 'cluster'

@@ -1,4 +1,6 @@
 import { closeClient, connectClient, pingClient } from './connect.js';
+import { keyValue } from './kv.js';
+import type { KeyValue } from './kv.js';
 import type { EffectiveSettings, RawClient } from './connect.js';
 import { StoreError, describeError } from './errors.js';
 import { buildLimiter } from './limiter.js';
@@ -13,6 +15,7 @@ export type { Decision, LimiterOptions, QuotaLimiter } from './limiter.js';
 export { CLIENT_KINDS, TOPOLOGIES, parseNodeAddress, parseStoreOptions } from './options.js';
 export type { ClientKind, NodeAddress, StoreOptionsInput, Topology } from './options.js';
 export type { EffectiveSettings, RawClient } from './connect.js';
+export type { KeyValue } from './kv.js';
 
 /** A connected Valkey client of the configured kind and the limiters that match it. */
 export interface Store {
@@ -24,6 +27,8 @@ export interface Store {
   readonly raw: RawClient;
   /** A limiter backed by this store: RateLimiterValkeyGlide, RateLimiterValkey or RateLimiterRedis. */
   limiter(opts: LimiterOptions): QuotaLimiter;
+  /** Plain SET with a lease, GET and PUBLISH. */
+  readonly kv: KeyValue;
   ping(): Promise<void>;
   /** Close the connection. Never deletes server-side function libraries. */
   close(): Promise<void>;
@@ -43,6 +48,7 @@ export async function createStore(input: StoreOptionsInput): Promise<Store> {
     settings: Object.freeze({ ...settings }),
     raw,
     limiter: (limiterOpts) => buildLimiter(raw, limiterOpts),
+    kv: keyValue(raw),
     async ping() {
       try {
         await pingClient(raw);
@@ -56,4 +62,24 @@ export async function createStore(input: StoreOptionsInput): Promise<Store> {
       await closeClient(raw);
     },
   };
+}
+
+/** A dedicated connection that listens on one channel. */
+export interface Subscription {
+  close(): Promise<void>;
+}
+
+/**
+ * Listen on a channel through the configured client, on a connection of its own (a
+ * subscribed connection cannot serve other commands). The clients resubscribe by themselves
+ * after a reconnect; callers should still re-read state, since messages sent meanwhile are lost.
+ */
+export async function subscribe(
+  input: StoreOptionsInput,
+  channel: string,
+  onMessage: (message: string) => void,
+): Promise<Subscription> {
+  const opts = parseStoreOptions(input);
+  const { raw } = await connectClient(opts, { channel, onMessage });
+  return { close: () => closeClient(raw) };
 }

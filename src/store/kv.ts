@@ -1,0 +1,50 @@
+import { TimeUnit } from '@valkey/valkey-glide';
+import type { RawClient } from './connect.js';
+import { StoreError, describeError } from './errors.js';
+
+/** The few plain commands the pressure feed and board need, the same for every client. */
+export interface KeyValue {
+  /** SET with a lease: the key disappears unless it is written again within `pxMs`. */
+  setWithLease(key: string, value: string, pxMs: number): Promise<void>;
+  get(key: string): Promise<string | null>;
+  /** PUBLISH; resolves with the number of subscribers that received it (cluster: on that node). */
+  publish(channel: string, message: string): Promise<number>;
+}
+
+interface IoKv {
+  set(key: string, value: string, px: 'PX', ms: number): Promise<unknown>;
+  get(key: string): Promise<string | null>;
+  publish(channel: string, message: string): Promise<number>;
+}
+
+async function wrap<T>(what: string, call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (err) {
+    throw new StoreError(`${what} failed: ${describeError(err)}`, { cause: err });
+  }
+}
+
+export function keyValue(raw: RawClient): KeyValue {
+  if (raw.kind === 'valkey-glide') {
+    const c = raw.client;
+    return {
+      setWithLease: (key, value, pxMs) =>
+        wrap('SET', async () => {
+          await c.set(key, value, { expiry: { type: TimeUnit.Milliseconds, count: pxMs } });
+        }),
+      get: (key) => wrap('GET', async () => ((await c.get(key)) ?? null)?.toString() ?? null),
+      // Glide takes the message first.
+      publish: (channel, message) => wrap('PUBLISH', () => c.publish(message, channel)),
+    };
+  }
+  const c = raw.client as unknown as IoKv;
+  return {
+    setWithLease: (key, value, pxMs) =>
+      wrap('SET', async () => {
+        await c.set(key, value, 'PX', pxMs);
+      }),
+    get: (key) => wrap('GET', () => c.get(key)),
+    publish: (channel, message) => wrap('PUBLISH', () => c.publish(channel, message)),
+  };
+}

@@ -1,0 +1,42 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { createStore, subscribe } from '../src/store/index.js';
+import type { Store, Subscription } from '../src/store/index.js';
+import { matrix, storeOptions } from './helpers/env.js';
+
+for (const { client, mode } of matrix()) {
+  describe(`store pub/sub and leases: ${client} on ${mode}`, () => {
+    let store: Store;
+    let sub: Subscription | undefined;
+    before(async () => {
+      store = await createStore(storeOptions(client, mode));
+    });
+    after(async () => {
+      await sub?.close();
+      await store.close();
+    });
+
+    it('delivers a PUBLISH to a subscriber of the same client kind', async () => {
+      const channel = `test:chan:${randomUUID()}`;
+      const received: string[] = [];
+      sub = await subscribe(storeOptions(client, mode), channel, (m) => received.push(m));
+      // A subscription may take a moment to register on every node of a cluster.
+      const deadline = Date.now() + 5000;
+      while (received.length === 0 && Date.now() < deadline) {
+        await store.kv.publish(channel, 'hello');
+        await sleep(50);
+      }
+      assert.ok(received.includes('hello'), `received ${JSON.stringify(received)}`);
+    });
+
+    it('writes a key with a lease that expires unless renewed', async () => {
+      const key = `test:lease:{${randomUUID()}}`;
+      await store.kv.setWithLease(key, '{"m":0.5}', 300);
+      assert.equal(await store.kv.get(key), '{"m":0.5}');
+      await sleep(450);
+      assert.equal(await store.kv.get(key), null);
+    });
+  });
+}
