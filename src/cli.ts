@@ -2,6 +2,7 @@
 import { Command, CommanderError } from 'commander';
 import { registerBench } from './cli/bench.js';
 import { registerRelay } from './cli/relay.js';
+import { registerFeed } from './cli/feed.js';
 import { registerGateway } from './cli/gateway.js';
 import { registerValkey } from './cli/valkey.js';
 
@@ -15,6 +16,7 @@ registerValkey(program);
 registerBench(program);
 registerRelay(program);
 registerGateway(program);
+registerFeed(program);
 
 try {
   await program.parseAsync(process.argv);

@@ -17,12 +17,13 @@ describe('effective limits', () => {
     assert.equal(quantiseMultiplier(1.7, 0.05), 1);
     assert.equal(quantiseMultiplier(-1, 0.05), 0);
     assert.equal(quantiseMultiplier(Number.NaN, 0.05), 0);
+    assert.equal(quantiseMultiplier(0.02, 0.05), 0.05, 'a positive multiplier keeps one step');
   });
 
   it('scales the base quota, never above base x m, and keeps one point while m > 0', () => {
     assert.equal(effectivePoints(10, 0.5, 0.05), 5);
     assert.equal(effectivePoints(600, 0.33, 0.05), 180);
-    assert.equal(effectivePoints(10, 0.01, 0.05), 0, 'below one step quantises to zero');
+    assert.equal(effectivePoints(100, 0.01, 0.05), 5, 'below one step still gets one step');
     assert.equal(effectivePoints(10, 0.05, 0.05), 1, 'rounding alone never shuts a client out');
     assert.equal(effectivePoints(10, 0, 0.05), 0);
     assert.equal(effectivePoints(0, 1, 0.05), 0);

@@ -1,5 +1,5 @@
-import { InvalidArgumentError } from 'commander';
 import type { Command } from 'commander';
+import { positiveInt } from './valkey.js';
 import type { SmokeTarget } from '../bench/smoke.js';
 import { parseNodeAddress } from '../store/options.js';
 
@@ -12,13 +12,6 @@ interface GatewayBenchFlags {
   identities: number;
   out?: string;
   seed: number;
-}
-
-function positiveInt(value: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1)
-    throw new InvalidArgumentError(`"${value}" is not a positive integer`);
-  return n;
 }
 
 interface SmokeFlags {
@@ -74,7 +67,7 @@ export function registerBench(program: Command): void {
       const { CLIENT_KINDS } = await import('../store/options.js');
       const clients = flags.clients.split(',').map((c) => c.trim());
       const unknown = clients.find((c) => !(CLIENT_KINDS as readonly string[]).includes(c));
-      if (unknown) throw new InvalidArgumentError(`--clients: unknown client "${unknown}"`);
+      if (unknown) throw new Error(`--clients: unknown client "${unknown}"`);
       const { runGatewayBench, formatGatewaySummary } = await import('../bench/gateway-bench.js');
       const { PROJECT_ROOT } = await import('../valkey/paths.js');
       const stamp = new Date().toISOString().replace(/[-:]/g, '').replace('T', '_').slice(0, 15);

@@ -18,6 +18,13 @@ export function parsePort(value: string): number {
   return port;
 }
 
+export function positiveInt(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1)
+    throw new InvalidArgumentError(`"${value}" is not a positive integer`);
+  return n;
+}
+
 interface InstanceFlags {
   cluster?: boolean;
   port?: number;

@@ -121,6 +121,26 @@ export const GatewayConfigSchema = z
         multiplierStep: z.number().positive().max(1).default(0.05),
       })
       .prefault({}),
+    /** Adaptive multipliers from the pressure feeds (off: every node stays at 1.0). */
+    pressure: z
+      .object({
+        enabled: z.boolean().default(false),
+        /** Used at cold start and when a feed goes stale: neither 1 (unsafe) nor 0 (an outage). */
+        safeMultiplier: z.number().gt(0).lt(1).default(0.5),
+        /** No report for this long: the feed is stale (about three feed ticks). */
+        staleAfterMs: positiveInt.default(1500),
+        /** How long a stale feed's last value is held before moving to the safe value. */
+        holdMs: positiveInt.default(2000),
+        /** Reports needed after a gap before the feed is trusted again. */
+        freshReportsToTrust: positiveInt.default(3),
+        /** Fastest rise of a multiplier once trusted again, per second. */
+        rampUpPerSec: z.number().positive().default(0.1),
+        /** How often the board re-evaluates staleness. */
+        evaluateMs: positiveInt.default(250),
+        /** New connections and non-sticky writes avoid a node in emergency when others can take them. */
+        avoidEmergency: z.boolean().default(false),
+      })
+      .prefault({}),
     limits: z
       .object({
         maxFrameBytes: positiveInt.default(128 * 1024),

@@ -17,9 +17,11 @@ const FlowControlChange = z
         z.object({ write: LimitBody.optional(), read: LimitBody.nullable().optional() }).strict(),
       )
       .optional(),
+    /** A static multiplier per node; null hands the node back to its feed. */
     nodes: z
-      .record(z.string(), z.object({ multiplier: z.number().min(0).max(1) }).strict())
+      .record(z.string(), z.object({ multiplier: z.number().min(0).max(1).nullable() }).strict())
       .optional(),
+    adaptation: z.object({ enabled: z.boolean() }).strict().optional(),
   })
   .strict();
 
@@ -86,8 +88,9 @@ export function buildAdminApp(ctx: GatewayContext): FastifyInstance {
       if (limits.read !== undefined) ctx.policy.setLimit(tier, 'read', limits.read ?? undefined);
     }
     for (const [node, { multiplier }] of Object.entries(change.nodes ?? {})) {
-      ctx.board.set(node, multiplier, 'admin');
+      ctx.board.setOverride(node, multiplier);
     }
+    if (change.adaptation) ctx.board.setAdaptive(change.adaptation.enabled);
     ctx.log.info({ change }, 'flow control changed from the admin endpoint');
     return flowControlState(ctx);
   });
@@ -160,11 +163,15 @@ function flowControlState(ctx: GatewayContext) {
             multiplier: m.value,
             source: m.source,
             ageMs: now - m.updatedAt,
+            override: ctx.board.hasOverride(m.nodeId),
+            feedState: m.feedState ?? null,
+            emergency: m.emergency ?? false,
             healthy: upstream?.healthy ?? false,
           },
         ];
       }),
     ),
+    adaptation: { enabled: ctx.board.isAdaptive, feeds: ctx.config.pressure.enabled },
     quotas: {
       onStoreFailure: ctx.config.quotas.onStoreFailure,
       gateways: ctx.config.quotas.gateways,

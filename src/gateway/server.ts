@@ -12,6 +12,7 @@ import type { GatewayContext } from './context.js';
 import { registerHttpProxy } from './http-proxy.js';
 import { GatewayMetrics } from './metrics.js';
 import { UpstreamPool } from './upstreams.js';
+import { PressureSync } from './pressure-sync.js';
 import { attachWebSocketProxy } from './ws-proxy.js';
 
 export interface RunningGateway {
@@ -29,7 +30,7 @@ export async function startGateway(
   log: FastifyBaseLogger,
 ): Promise<RunningGateway> {
   const address = new ClientAddress(config.trustedProxies);
-  const store = await createStore({
+  const storeOptions = {
     client: config.valkey.client,
     mode: config.valkey.mode,
     nodes: config.valkey.nodes.map(parseNodeAddress),
@@ -39,7 +40,8 @@ export async function startGateway(
     },
     inflightLimit: config.valkey.inflightLimit,
     clientName: 'sluice-gateway',
-  });
+  };
+  const store = await createStore(storeOptions);
   const policy = new Policy(config.quotas);
   const board = new MultiplierBoard(config.upstreams.map((u) => u.id));
   const pool = new UpstreamPool(config.upstreams, config.routing, config.healthCheck, log);
@@ -61,6 +63,10 @@ export async function startGateway(
   };
 
   await pool.start();
+  const pressure = config.pressure.enabled
+    ? new PressureSync(config.pressure, board, store.kv, storeOptions, log)
+    : undefined;
+  await pressure?.start();
   const app = Fastify({
     loggerInstance: log,
     logController: new LogController({ disableRequestLogging: !config.logging.requests }),
@@ -78,7 +84,7 @@ export async function startGateway(
     await admin.listen({ host: config.admin.host, port: config.admin.port });
   } catch (err) {
     pool.stop();
-    await Promise.allSettled([app.close(), admin.close(), store.close()]);
+    await Promise.allSettled([app.close(), admin.close(), pressure?.stop(), store.close()]);
     throw err;
   }
 
@@ -99,7 +105,7 @@ export async function startGateway(
     async close() {
       pool.stop();
       ws.closeAll('gateway shutting down');
-      await Promise.allSettled([app.close(), admin.close()]);
+      await Promise.allSettled([app.close(), admin.close(), pressure?.stop()]);
       await store.close();
     },
   };

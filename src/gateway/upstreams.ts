@@ -24,6 +24,7 @@ export class UpstreamPool {
   private readonly nodes: UpstreamState[];
   private timer: NodeJS.Timeout | undefined;
   private rr = 0;
+  private avoided: (id: string) => boolean = () => false;
 
   constructor(
     upstreams: readonly Upstream[],
@@ -49,13 +50,24 @@ export class UpstreamPool {
     clearInterval(this.timer);
   }
 
+  /** Nodes to steer new connections and non-sticky writes away from (e.g. in emergency). */
+  avoid(predicate: (id: string) => boolean): void {
+    this.avoided = predicate;
+  }
+
   /**
    * A healthy node for a client: sticky routing uses rendezvous hashing on the client's hash,
-   * so a client keeps its node and only the clients of a failed node move.
+   * so a client keeps its node and only the clients of a failed node move. `fresh` marks a
+   * choice that may be steered (a new connection, or round-robin), away from avoided nodes
+   * while others can take it.
    */
-  pick(clientHash: string): UpstreamState | undefined {
-    const healthy = this.nodes.filter((n) => n.healthy);
+  pick(clientHash: string, fresh = false): UpstreamState | undefined {
+    let healthy = this.nodes.filter((n) => n.healthy);
     if (healthy.length === 0) return undefined;
+    if (fresh || this.routing === 'round-robin') {
+      const preferred = healthy.filter((n) => !this.avoided(n.id));
+      if (preferred.length > 0) healthy = preferred;
+    }
     if (this.routing === 'round-robin') return healthy[this.rr++ % healthy.length];
     let best: UpstreamState | undefined;
     let bestScore = '';

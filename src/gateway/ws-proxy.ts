@@ -34,7 +34,7 @@ export function attachWebSocketProxy(server: Server, ctx: GatewayContext) {
     const apiKeyHeader = req.headers[identity.apiKeyHeader];
     const apiKey = Array.isArray(apiKeyHeader) ? apiKeyHeader[0] : apiKeyHeader;
     const who = resolveIdentity({ apiKey, ip }, identity.order, ctx.policy);
-    const node = ctx.pool.pick(clientKey(who.value, identity.keySalt));
+    const node = ctx.pool.pick(clientKey(who.value, identity.keySalt), true);
     if (!node) {
       rejectUpgrade(socket, 503, 'no relay node is available');
       return;

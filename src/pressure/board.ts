@@ -8,6 +8,10 @@ export interface NodeMultiplier {
   source: MultiplierSource;
   /** When the value was set (ms since the epoch). */
   updatedAt: number;
+  /** The feed's state as the gateway sees it (cold, fresh, holding, safe, recovering). */
+  feedState?: string;
+  /** The feed's last report says the node is in emergency. */
+  emergency?: boolean;
 }
 
 /**
@@ -18,6 +22,14 @@ export interface NodeMultiplier {
 export class MultiplierBoard {
   private readonly nodes = new Map<string, NodeMultiplier>();
   private readonly listeners: ((m: NodeMultiplier) => void)[] = [];
+  /** Static values from the admin endpoint; they win over the feed until cleared. */
+  private readonly overrides = new Map<string, number>();
+  /** The latest feed-derived value per node, kept while an override or a switch hides it. */
+  private readonly fromFeed = new Map<
+    string,
+    { value: number; state: string; emergency: boolean }
+  >();
+  private adaptive = false;
 
   constructor(
     nodeIds: readonly string[],
@@ -44,6 +56,62 @@ export class MultiplierBoard {
     this.nodes.set(nodeId, entry);
     for (const listener of this.listeners) listener(entry);
     return entry;
+  }
+
+  /** Pin a node's multiplier (admin), or clear the pin with null. */
+  setOverride(nodeId: string, value: number | null): NodeMultiplier {
+    this.get(nodeId);
+    if (value === null) {
+      this.overrides.delete(nodeId);
+      return this.refresh(nodeId);
+    }
+    const entry = this.set(nodeId, value, 'admin');
+    this.overrides.set(nodeId, value);
+    return entry;
+  }
+
+  hasOverride(nodeId: string): boolean {
+    return this.overrides.has(nodeId);
+  }
+
+  /** Turn adaptation on or off; off puts every node without an override back at 1.0. */
+  setAdaptive(enabled: boolean): void {
+    this.adaptive = enabled;
+    for (const nodeId of this.nodes.keys()) this.refresh(nodeId);
+  }
+
+  get isAdaptive(): boolean {
+    return this.adaptive;
+  }
+
+  /** A value derived from the node's feed (already through the staleness rules). */
+  applyFeed(nodeId: string, value: number, state: string, emergency: boolean): void {
+    if (!this.nodes.has(nodeId)) return;
+    const previous = this.fromFeed.get(nodeId);
+    this.fromFeed.set(nodeId, { value, state, emergency });
+    const current = this.nodes.get(nodeId)!;
+    if (
+      previous &&
+      previous.value === value &&
+      previous.state === state &&
+      current.source === 'feed'
+    ) {
+      return; // nothing changed: no listener churn on every evaluation
+    }
+    this.refresh(nodeId);
+  }
+
+  private refresh(nodeId: string): NodeMultiplier {
+    const pinned = this.overrides.get(nodeId);
+    if (pinned !== undefined) return this.set(nodeId, pinned, 'admin');
+    const feed = this.fromFeed.get(nodeId);
+    if (this.adaptive && feed) {
+      const entry = this.set(nodeId, feed.value, 'feed');
+      entry.feedState = feed.state;
+      entry.emergency = feed.emergency;
+      return entry;
+    }
+    return this.set(nodeId, 1, 'default');
   }
 
   list(): NodeMultiplier[] {

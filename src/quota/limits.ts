@@ -3,11 +3,15 @@
  * quantised so that a gateway holds one limiter per step rather than one per value.
  */
 
-/** Quantise down to the step (never admit more than base x m), within [0, 1]. */
+/**
+ * Quantise down to the step (never admit more than base x m), within [0, 1]. A positive
+ * multiplier keeps at least one step: only an explicit 0 stops all writes (a law that
+ * publishes 0.02 means "very few", not "none").
+ */
 export function quantiseMultiplier(m: number, step: number): number {
   if (!(m > 0)) return 0;
   if (m >= 1) return 1;
-  const steps = Math.floor(m / step + 1e-9);
+  const steps = Math.max(1, Math.floor(m / step + 1e-9));
   return Number((steps * step).toFixed(6));
 }
 

@@ -3,6 +3,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { spawnSluice } from '../../src/bench/processes.js';
 import type { SluiceProcess } from '../../src/bench/processes.js';
+import type { ClientKind, Topology } from '../../src/store/index.js';
+import { nodesFor } from './env.js';
 
 export { spawnSluice };
 export type { SluiceProcess };
@@ -50,4 +52,34 @@ export async function startRelay(opts: {
       return code;
     },
   };
+}
+
+/** `sluice feed` for a reference relay, publishing through the suite's Valkey. */
+export function startFeed(opts: {
+  nodeId: string;
+  relayUrl: string;
+  targetBytes: number | string;
+  tickMs: number;
+  client: ClientKind;
+  mode: Topology;
+}): Promise<SluiceProcess> {
+  return spawnSluice([
+    'feed',
+    '--node-id',
+    opts.nodeId,
+    '--relay',
+    opts.relayUrl,
+    '--target-bytes',
+    String(opts.targetBytes),
+    '--tick-ms',
+    String(opts.tickMs),
+    '--valkey-client',
+    opts.client,
+    '--valkey-mode',
+    opts.mode,
+    '--valkey-nodes',
+    nodesFor(opts.mode)
+      .map((n) => `${n.host}:${n.port}`)
+      .join(','),
+  ]);
 }

@@ -1,0 +1,50 @@
+import { Option } from 'commander';
+import type { Command } from 'commander';
+import type { FeedProcessOptions } from '../pressure/feed-process.js';
+import { parseBytes } from './relay.js';
+import { parsePort, positiveInt } from './valkey.js';
+
+type FeedFlags = FeedProcessOptions;
+
+export function registerFeed(program: Command): void {
+  program
+    .command('feed')
+    .description("sample a relay node's memory, run the control law, publish its limit multiplier")
+    .requiredOption('--node-id <id>', 'the relay node, as the gateways know it')
+    .option('--pid <pid>', 'source: a process (RssAnon from /proc/<pid>/status)', positiveInt)
+    .option('--cgroup <dir>', 'source: a cgroup v2 directory (memory.current less inactive_file)')
+    .option('--prometheus <url>', 'source: a Prometheus text endpoint (with --metric)')
+    .option('--metric <name>', 'metric name for --prometheus', 'relay_rss_anon_bytes')
+    .option('--relay <url>', 'source: a sluice reference relay (its memory metric and its backlog)')
+    .requiredOption(
+      '--target-bytes <n>',
+      'the memory the node should stay under (e.g. 512MiB)',
+      parseBytes,
+    )
+    .option('--tick-ms <n>', 'control period', positiveInt, 500)
+    .addOption(new Option('--law <law>', 'control law').choices(['lead', 'pid']).default('lead'))
+    .addOption(
+      new Option('--valkey-client <name>', 'Valkey client')
+        .choices(['valkey-glide', 'iovalkey', 'ioredis'])
+        .default('valkey-glide'),
+    )
+    .addOption(
+      new Option('--valkey-mode <mode>', 'Valkey topology')
+        .choices(['standalone', 'cluster'])
+        .default('standalone'),
+    )
+    .option('--valkey-nodes <list>', 'comma-separated host:port list', '127.0.0.1:6379')
+    .option('--host <host>', "address of the feed's /metrics", '127.0.0.1')
+    .option('--port <n>', "port of the feed's /metrics (0 picks one)", parsePort, 0)
+    .action(async (flags: FeedFlags) => {
+      const sources = [flags.pid, flags.cgroup, flags.prometheus, flags.relay].filter(
+        (s) => s !== undefined,
+      );
+      if (sources.length !== 1) {
+        // A plain Error: commander's own errors exit without their message from an action.
+        throw new Error('give exactly one source: --pid, --cgroup, --prometheus or --relay');
+      }
+      const { runFeed } = await import('../pressure/feed-process.js');
+      await runFeed(flags);
+    });
+}

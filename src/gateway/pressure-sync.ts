@@ -1,0 +1,107 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { GatewayConfig } from '../config/schema.js';
+import type { MultiplierBoard } from '../pressure/board.js';
+import { PRESSURE_CHANNEL, decodeReport, pressureKey } from '../pressure/report.js';
+import type { PressureReport } from '../pressure/report.js';
+import { createFeedTracker } from '../pressure/staleness.js';
+import { subscribe } from '../store/index.js';
+import type { KeyValue, StoreOptionsInput, Subscription } from '../store/index.js';
+
+interface NodeFeed {
+  tracker: ReturnType<typeof createFeedTracker>;
+  last?: PressureReport;
+  lastRepairAt: number;
+}
+
+/**
+ * Keeps the board in step with the pressure feeds: reports arrive by pub/sub within
+ * milliseconds; a node that looks stale is re-read from its leased key (which also covers
+ * messages lost while the subscriber reconnected). Staleness rules live in the tracker.
+ */
+export class PressureSync {
+  private readonly feeds = new Map<string, NodeFeed>();
+  private subscription: Subscription | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  /** Milliseconds from a feed's sample to this gateway applying it (for the benchmark). */
+  readonly propagationMs: number[] = [];
+
+  constructor(
+    private readonly settings: GatewayConfig['pressure'],
+    private readonly board: MultiplierBoard,
+    private readonly kv: KeyValue,
+    private readonly storeOptions: StoreOptionsInput,
+    private readonly log: FastifyBaseLogger,
+    private readonly now: () => number = Date.now,
+  ) {
+    for (const node of board.list()) {
+      this.feeds.set(node.nodeId, {
+        tracker: createFeedTracker({
+          safeValue: settings.safeMultiplier,
+          staleAfterSec: settings.staleAfterMs / 1000,
+          holdSec: settings.holdMs / 1000,
+          freshReportsToTrust: settings.freshReportsToTrust,
+          rUpPerSec: settings.rampUpPerSec,
+        }),
+        lastRepairAt: 0,
+      });
+    }
+  }
+
+  async start(): Promise<void> {
+    this.board.setAdaptive(true);
+    this.subscription = await subscribe(this.storeOptions, PRESSURE_CHANNEL, (text) => {
+      const report = decodeReport(text);
+      if (report) this.accept(report);
+    });
+    await Promise.all([...this.feeds.keys()].map((node) => this.repair(node)));
+    this.evaluate();
+    this.timer = setInterval(() => this.evaluate(), this.settings.evaluateMs);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.subscription?.close();
+  }
+
+  /** Take a report if it is newer than the last one of its node (seq restarts with the feed). */
+  private accept(report: PressureReport): void {
+    const feed = this.feeds.get(report.node);
+    if (!feed) return;
+    if (feed.last && report.ts <= feed.last.ts && report.seq <= feed.last.seq) return;
+    feed.last = report;
+    const now = this.now();
+    feed.tracker.report(now / 1000, report.m);
+    this.propagationMs.push(now - report.ts);
+    if (this.propagationMs.length > 10_000) this.propagationMs.splice(0, 5000);
+    this.apply(report.node, feed, now);
+  }
+
+  private apply(node: string, feed: NodeFeed, now: number): void {
+    const v = feed.tracker.value(now / 1000);
+    const emergency = v.state === 'fresh' && feed.last?.mode === 'emergency';
+    this.board.applyFeed(node, v.m, v.state, emergency);
+  }
+
+  private evaluate(): void {
+    const now = this.now();
+    for (const [node, feed] of this.feeds) {
+      this.apply(node, feed, now);
+      const v = feed.tracker.value(now / 1000);
+      if (v.state !== 'fresh' && now - feed.lastRepairAt >= this.settings.staleAfterMs) {
+        feed.lastRepairAt = now;
+        void this.repair(node);
+      }
+    }
+  }
+
+  /** Read the node's leased key: the current report if its feed is alive. */
+  private async repair(node: string): Promise<void> {
+    try {
+      const report = decodeReport(await this.kv.get(pressureKey(node)));
+      if (report) this.accept(report);
+    } catch (err) {
+      this.log.debug({ err, node }, 'reading the pressure key failed');
+    }
+  }
+}

@@ -1,0 +1,86 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import pino from 'pino';
+import { createStore, parseNodeAddress } from '../store/index.js';
+import type { ClientKind, Topology } from '../store/index.js';
+import { PressureFeed, relayBacklog } from './feed.js';
+import { createLeadLaw } from './lead-law.js';
+import { createPidLaw } from './pid-law.js';
+import { cgroupSampler, processSampler, prometheusSampler } from './samplers.js';
+import type { Sampler } from './samplers.js';
+
+export interface FeedProcessOptions {
+  nodeId: string;
+  pid?: number;
+  cgroup?: string;
+  prometheus?: string;
+  metric: string;
+  relay?: string;
+  targetBytes: number;
+  tickMs: number;
+  law: 'lead' | 'pid';
+  valkeyClient: ClientKind;
+  valkeyMode: Topology;
+  valkeyNodes: string;
+  host: string;
+  port: number;
+}
+
+function samplerFor(o: FeedProcessOptions): Sampler {
+  if (o.pid !== undefined) return processSampler(o.pid);
+  if (o.cgroup) return cgroupSampler(o.cgroup);
+  if (o.relay)
+    return prometheusSampler(`${o.relay.replace(/\/$/, '')}/metrics`, 'relay_rss_anon_bytes');
+  return prometheusSampler(o.prometheus!, o.metric);
+}
+
+/** `sluice feed`: wire sampler, law, Valkey and a /metrics listener; stop on SIGTERM/SIGINT. */
+export async function runFeed(o: FeedProcessOptions): Promise<void> {
+  const log = pino({ base: { service: 'sluice-feed', node: o.nodeId } }, pino.destination(2));
+  const store = await createStore({
+    client: o.valkeyClient,
+    mode: o.valkeyMode,
+    nodes: o.valkeyNodes.split(',').map((n) => parseNodeAddress(n)),
+    clientName: 'sluice-feed',
+  });
+  const feed = new PressureFeed({
+    nodeId: o.nodeId,
+    sampler: samplerFor(o),
+    backlog: o.relay ? relayBacklog(`${o.relay.replace(/\/$/, '')}/stats`) : undefined,
+    targetBytes: o.targetBytes,
+    tickMs: o.tickMs,
+    law: o.law === 'pid' ? createPidLaw() : createLeadLaw(),
+    kv: store.kv,
+    log,
+  });
+  try {
+    await feed.start();
+  } catch (err) {
+    await store.close();
+    throw err;
+  }
+  const server = http.createServer((req, res) => {
+    if (req.url === '/metrics') {
+      void feed.registry.metrics().then((text) => {
+        res.setHeader('content-type', feed.registry.contentType);
+        res.end(text);
+      });
+    } else if (req.url === '/healthz') {
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify({ status: 'ok', last: feed.last ?? null }));
+    } else {
+      res.statusCode = 404;
+      res.end();
+    }
+  });
+  await new Promise<void>((resolve) => server.listen(o.port, o.host, resolve));
+  const { port } = server.address() as AddressInfo;
+  console.log(`sluice feed ready: http://${o.host}:${port} node=${o.nodeId} law=${o.law}`);
+  const stop = () => {
+    feed.stop();
+    server.close();
+    void store.close().finally(() => process.exit(0));
+  };
+  process.once('SIGTERM', stop);
+  process.once('SIGINT', stop);
+}

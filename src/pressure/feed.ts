@@ -1,0 +1,160 @@
+import { performance } from 'node:perf_hooks';
+import { Counter, Gauge, Registry } from 'prom-client';
+import type { KeyValue } from '../store/kv.js';
+import type { BacklogSample, ControlLaw, LawOutput } from './law.js';
+import { PRESSURE_CHANNEL, encodeReport, pressureKey } from './report.js';
+import type { PressureReport } from './report.js';
+import type { Sampler } from './samplers.js';
+
+export interface FeedLog {
+  info(obj: object, msg: string): void;
+  warn(obj: object, msg: string): void;
+}
+
+export interface FeedOptions {
+  nodeId: string;
+  sampler: Sampler;
+  /** Optional second input: the relay's backlog and measured drain rate. */
+  backlog?: () => Promise<BacklogSample | undefined>;
+  targetBytes: number;
+  tickMs: number;
+  law: ControlLaw;
+  kv: KeyValue;
+  log: FeedLog;
+}
+
+/** The feed's own Prometheus metrics. */
+function feedMetrics(registry: Registry) {
+  const gauge = (name: string, help: string) => new Gauge({ name, help, registers: [registry] });
+  return {
+    u: gauge('sluice_feed_u', 'Memory as a ratio of the target'),
+    uhat: gauge('sluice_feed_uhat', 'Predicted memory ratio the law acted on'),
+    m: gauge('sluice_feed_m', 'Published limit multiplier'),
+    emergency: gauge('sluice_feed_emergency', '1 while in emergency mode'),
+    lastPublish: gauge(
+      'sluice_feed_last_publish_seconds',
+      'Unix time of the last published report',
+    ),
+    transitions: new Counter({
+      name: 'sluice_feed_emergency_transitions_total',
+      help: 'Entries into and exits from emergency mode',
+      labelNames: ['to'] as const,
+      registers: [registry],
+    }),
+    sampleErrors: new Counter({
+      name: 'sluice_feed_sample_errors_total',
+      help: 'Failed memory samples',
+      registers: [registry],
+    }),
+    publishErrors: new Counter({
+      name: 'sluice_feed_publish_errors_total',
+      help: 'Failed publications to Valkey',
+      registers: [registry],
+    }),
+  };
+}
+
+/**
+ * One feed beside one relay node: on a fixed tick (never per request) it samples memory,
+ * steps the control law and publishes the multiplier as a leased key plus a PUBLISH. When
+ * sampling fails it publishes nothing, so the lease runs out and gateways see a stale feed
+ * rather than a made-up value.
+ */
+export class PressureFeed {
+  readonly registry = new Registry();
+  private readonly metrics = feedMetrics(this.registry);
+  private timer: NodeJS.Timeout | undefined;
+  private seq = 0;
+  private lastMode: LawOutput['mode'] = 'normal';
+  private failing = false;
+  last: PressureReport | undefined;
+
+  constructor(private readonly opts: FeedOptions) {}
+
+  /** The first sample must succeed: an unreadable source is a configuration error. */
+  async start(): Promise<void> {
+    await this.opts.sampler.sample();
+    await this.tick();
+    this.timer = setInterval(() => void this.tick(), this.opts.tickMs);
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+  }
+
+  async tick(): Promise<void> {
+    const { opts, metrics } = this;
+    let bytes: number;
+    let backlog: BacklogSample | undefined;
+    try {
+      bytes = (await opts.sampler.sample()).bytes;
+      backlog = opts.backlog ? await opts.backlog() : undefined;
+      if (this.failing)
+        opts.log.info({ source: opts.sampler.description }, 'memory source readable again');
+      this.failing = false;
+    } catch (err) {
+      metrics.sampleErrors.inc();
+      if (!this.failing) {
+        opts.log.warn(
+          { err: (err as Error).message },
+          'memory sample failed; not publishing until it recovers',
+        );
+      }
+      this.failing = true;
+      return;
+    }
+    const out = opts.law.step({
+      t: performance.now() / 1000,
+      u: bytes / opts.targetBytes,
+      backlog,
+    });
+    if (out.mode !== this.lastMode) {
+      metrics.transitions.inc({ to: out.mode });
+      opts.log.warn(
+        { node: opts.nodeId, mode: out.mode, u: out.u },
+        `pressure mode is now ${out.mode}`,
+      );
+      this.lastMode = out.mode;
+    }
+    const report: PressureReport = {
+      node: opts.nodeId,
+      m: out.m,
+      u: out.u,
+      uhat: out.uhat,
+      mode: out.mode,
+      seq: this.seq++,
+      ts: Date.now(),
+      law: opts.law.name,
+    };
+    metrics.u.set(out.u);
+    metrics.uhat.set(out.uhat);
+    metrics.m.set(out.m);
+    metrics.emergency.set(out.mode === 'emergency' ? 1 : 0);
+    this.last = report;
+    const text = encodeReport(report);
+    try {
+      // A lease of three ticks: one missed tick is tolerated, a dead feed disappears.
+      await opts.kv.setWithLease(pressureKey(opts.nodeId), text, 3 * opts.tickMs);
+      await opts.kv.publish(PRESSURE_CHANNEL, text);
+      metrics.lastPublish.set(report.ts / 1000);
+    } catch (err) {
+      metrics.publishErrors.inc();
+      opts.log.warn({ err: (err as Error).message }, 'publishing the pressure report failed');
+    }
+  }
+}
+
+/** Backlog from the reference relay's /stats (backlogBytes, drainedBytesPerSec). */
+export function relayBacklog(statsUrl: string): () => Promise<BacklogSample | undefined> {
+  return async () => {
+    try {
+      const res = await fetch(statsUrl, { signal: AbortSignal.timeout(1000) });
+      const stats = (await res.json()) as { backlogBytes?: number; drainedBytesPerSec?: number };
+      if (typeof stats.backlogBytes !== 'number') return undefined;
+      return { bytes: stats.backlogBytes, drainBytesPerSec: stats.drainedBytesPerSec ?? 0 };
+    } catch {
+      // No data is not maximum pressure: the law then runs on memory alone.
+      return undefined;
+    }
+  };
+}

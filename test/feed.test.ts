@@ -1,0 +1,93 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { PRESSURE_CHANNEL, decodeReport, pressureKey } from '../src/pressure/report.js';
+import type { PressureReport } from '../src/pressure/report.js';
+import { createStore, subscribe } from '../src/store/index.js';
+import { sluice } from './helpers/cli.js';
+import { matrix, nodesFor, storeOptions } from './helpers/env.js';
+import { startFeed, startRelay } from './helpers/processes.js';
+import type { RelayProcess } from './helpers/processes.js';
+
+describe('sluice feed', () => {
+  let relay: RelayProcess;
+  before(async () => {
+    relay = await startRelay({ nodeId: 'fed' });
+  });
+  after(async () => {
+    await relay.stop();
+  });
+
+  for (const { client, mode } of matrix()) {
+    it(`${client} on ${mode}: publishes a leased report and a message every tick`, async () => {
+      const node = `fed-${client}-${mode}-${Date.now()}`;
+      const received: PressureReport[] = [];
+      const sub = await subscribe(storeOptions(client, mode), PRESSURE_CHANNEL, (text) => {
+        const r = decodeReport(text);
+        if (r?.node === node) received.push(r);
+      });
+      const store = await createStore(storeOptions(client, mode));
+      const feed = await startFeed({
+        nodeId: node,
+        relayUrl: relay.url,
+        targetBytes: '1GiB',
+        tickMs: 200,
+        client,
+        mode,
+      });
+      try {
+        const deadline = Date.now() + 5000;
+        while (received.length < 3 && Date.now() < deadline) await sleep(50);
+        assert.ok(received.length >= 3, `received ${received.length} reports`);
+        const seqs = received.map((r) => r.seq);
+        assert.deepEqual(
+          seqs,
+          [...seqs].sort((a, b) => a - b),
+          'seq increases',
+        );
+        const last = received.at(-1)!;
+        // An idle relay far below a 1 GiB target: no pressure.
+        assert.equal(last.m, 1);
+        assert.equal(last.mode, 'normal');
+        assert.ok(last.u > 0 && last.u < 0.5, `u ${last.u}`);
+        assert.equal(last.law, 'lead');
+        const stored = decodeReport(await store.kv.get(pressureKey(node)));
+        assert.equal(stored?.node, node);
+      } finally {
+        assert.equal(await feed.stop(), 0);
+        await sub.close();
+      }
+      // The lease is three ticks: a dead feed's key disappears on its own.
+      await sleep(800);
+      assert.equal(await store.kv.get(pressureKey(node)), null);
+      await store.close();
+    });
+  }
+
+  it('refuses to start on an unreadable source, saying which', () => {
+    const res = sluice(
+      [
+        'feed',
+        '--node-id',
+        'x',
+        '--pid',
+        String(2 ** 22 + 7),
+        '--target-bytes',
+        '1GiB',
+        '--valkey-nodes',
+        nodesFor('standalone')
+          .map((n) => `${n.host}:${n.port}`)
+          .join(','),
+      ],
+      process.env,
+    );
+    assert.notEqual(res.status, 0);
+    assert.match(res.stderr, /cannot read \/proc\/\d+\/status/);
+  });
+
+  it('asks for exactly one source', () => {
+    const res = sluice(['feed', '--node-id', 'x', '--target-bytes', '1GiB'], process.env);
+    assert.notEqual(res.status, 0);
+    assert.match(res.stderr, /exactly one source/);
+  });
+});

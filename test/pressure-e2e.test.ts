@@ -1,0 +1,301 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { finalizeEvent, generateSecretKey } from 'nostr-tools/pure';
+import { DEFAULT_LEAD_LAW_PARAMS } from '../src/pressure/lead-law.js';
+import type { ClientKind, Topology } from '../src/store/index.js';
+import { decodeReport, pressureKey } from '../src/pressure/report.js';
+import { createStore } from '../src/store/index.js';
+import { storeOptions } from './helpers/env.js';
+import { admin, request, startGateway } from './helpers/gateway.js';
+import type { GatewayUnderTest } from './helpers/gateway.js';
+import { startFeed, startRelay } from './helpers/processes.js';
+import type { RelayProcess, SluiceProcess } from './helpers/processes.js';
+
+const MiB = 1024 * 1024;
+const DRAIN = 1.5 * MiB;
+const EVENT_CONTENT = 32 * 1024;
+/** Writes per second the quota admits at m = 1: about 3x what relay-a drains. */
+const QUOTA_PER_SEC = 150;
+const SAFE = 0.5;
+
+interface NodeView {
+  multiplier: number;
+  source: string;
+  feedState: string | null;
+}
+
+async function nodes(gw: GatewayUnderTest): Promise<Record<string, NodeView>> {
+  return (
+    JSON.parse((await admin(gw, 'GET', '/admin/flow-control')).body) as {
+      nodes: Record<string, NodeView>;
+    }
+  ).nodes;
+}
+
+async function stats(relay: RelayProcess): Promise<{ rssAnonBytes: number; backlogBytes: number }> {
+  return JSON.parse((await request(`${relay.url}/stats`)).body) as {
+    rssAnonBytes: number;
+    backlogBytes: number;
+  };
+}
+
+async function waitFor(
+  what: string,
+  check: () => Promise<boolean>,
+  timeoutMs: number,
+): Promise<number> {
+  const started = Date.now();
+  while (!(await check())) {
+    if (Date.now() - started > timeoutMs) throw new Error(`${what}: not within ${timeoutMs} ms`);
+    await sleep(50);
+  }
+  return Date.now() - started;
+}
+
+function feedFor(
+  nodeId: string,
+  relay: RelayProcess,
+  targetBytes: number,
+  client: ClientKind,
+  mode: Topology,
+) {
+  return startFeed({ nodeId, relayUrl: relay.url, targetBytes, tickMs: 250, client, mode });
+}
+
+const CASES: { client: ClientKind; mode: Topology }[] = [
+  { client: 'valkey-glide', mode: 'standalone' },
+  { client: 'iovalkey', mode: 'standalone' },
+  { client: 'ioredis', mode: 'standalone' },
+  { client: 'valkey-glide', mode: 'cluster' },
+];
+
+for (const { client, mode } of CASES) {
+  describe(`closed loop with ${client} on ${mode}`, () => {
+    let relays: RelayProcess[];
+    let feeds: SluiceProcess[];
+    let gateways: GatewayUnderTest[];
+    let targetA: number;
+    const sk = generateSecretKey();
+    const pool = Array.from({ length: 2500 }, (_, i) =>
+      JSON.stringify(
+        finalizeEvent(
+          {
+            kind: 1,
+            created_at: 1_700_000_000 + i,
+            tags: [],
+            content: `${i} ${'x'.repeat(EVENT_CONTENT)}`,
+          },
+          sk,
+        ),
+      ),
+    );
+
+    before(async () => {
+      relays = await Promise.all([
+        startRelay({ nodeId: 'relay-a', drainBytesPerSec: DRAIN }),
+        startRelay({ nodeId: 'relay-b', drainBytesPerSec: DRAIN }),
+      ]);
+      const [a, b] = await Promise.all(relays.map(stats));
+      // Room for ~48 MiB of backlog above what the idle relay holds.
+      targetA = a!.rssAnonBytes + 48 * MiB;
+      feeds = await Promise.all([
+        feedFor('relay-a', relays[0]!, targetA, client, mode),
+        feedFor('relay-b', relays[1]!, b!.rssAnonBytes + 48 * MiB, client, mode),
+      ]);
+      const settings = {
+        quotas: {
+          keyPrefix: `loop-${client}-${mode}-${Date.now()}`,
+          tiers: { default: { write: { points: QUOTA_PER_SEC, windowSec: 1 } } },
+        },
+        pressure: {
+          enabled: true,
+          safeMultiplier: SAFE,
+          staleAfterMs: 750,
+          holdMs: 1000,
+          evaluateMs: 100,
+          freshReportsToTrust: 3,
+          rampUpPerSec: 0.2,
+        },
+        limits: { maxBodyBytes: 256 * 1024 },
+      };
+      const upstreams = [
+        { id: 'relay-a', url: relays[0]!.url },
+        { id: 'relay-b', url: relays[1]!.url },
+      ];
+      gateways = await Promise.all([
+        startGateway(client, mode, upstreams, settings),
+        startGateway(client, mode, upstreams, settings),
+      ]);
+    });
+
+    after(async () => {
+      await Promise.all([...gateways.map((g) => g.proc.stop()), ...feeds.map((f) => f.stop())]);
+      await Promise.all(relays.map((r) => r.stop()));
+    });
+
+    it("lowers relay-a's quota under a flood, keeps memory bounded, leaves relay-b alone, and handles a dead feed", async () => {
+      // Both gateways trust both feeds: fresh, at 1.0 for idle relays.
+      for (const gw of gateways) {
+        await waitFor(
+          'feeds fresh',
+          async () => {
+            const n = await nodes(gw);
+            return (
+              n['relay-a']?.feedState === 'fresh' &&
+              n['relay-a']?.multiplier === 1 &&
+              n['relay-b']?.feedState === 'fresh'
+            );
+          },
+          10_000,
+        );
+      }
+      // A source address whose sticky node is relay-a.
+      let from = '';
+      for (let i = 2; i < 60 && !from; i++) {
+        const candidate = `127.0.8.${i}`;
+        const ev = pool[i]!;
+        await request(`${gateways[0]!.url}/events`, { method: 'POST', body: ev, from: candidate });
+        const id = (JSON.parse(ev) as { id: string }).id;
+        const onA = JSON.parse(
+          (await request(`${relays[0]!.url}/events?ids=${id}`)).body,
+        ) as unknown[];
+        if (onA.length === 1) from = candidate;
+      }
+      assert.ok(from, 'found a client address routed to relay-a');
+
+      // The flood: as fast as the quota lets it, through both gateways, for 15 s.
+      const admittedPerSec: number[] = [];
+      const minM: number[] = [];
+      let peakRss = 0;
+      let next = 100;
+      const floodEnd = Date.now() + 15_000;
+      const writers = Array.from({ length: 8 }, async (_, w) => {
+        while (Date.now() < floodEnd) {
+          const body = pool[next++ % pool.length]!;
+          const res = await request(`${gateways[w % 2]!.url}/events`, {
+            method: 'POST',
+            body,
+            from,
+          });
+          if (res.status === 200) {
+            const sec = Math.floor((floodEnd - Date.now()) / 1000);
+            admittedPerSec[14 - sec] = (admittedPerSec[14 - sec] ?? 0) + 1;
+          } else {
+            assert.equal(res.status, 429, res.body);
+            await sleep(Number(res.headers['retry-after'] ?? 1) * 50);
+          }
+        }
+      });
+      const watcher = (async () => {
+        while (Date.now() < floodEnd) {
+          peakRss = Math.max(peakRss, (await stats(relays[0]!)).rssAnonBytes);
+          const views = await Promise.all(gateways.map(nodes));
+          minM.push(Math.min(...views.map((v) => v['relay-a']!.multiplier)));
+          for (const v of views)
+            assert.equal(v['relay-b']!.multiplier, 1, 'relay-b is not under pressure');
+          await sleep(200);
+        }
+      })();
+      await Promise.all([...writers, watcher]);
+
+      const lowest = Math.min(...minM);
+      assert.ok(lowest < 0.9, `relay-a's multiplier fell (lowest ${lowest})`);
+      const early = (admittedPerSec[0] ?? 0) + (admittedPerSec[1] ?? 0);
+      const late = (admittedPerSec[12] ?? 0) + (admittedPerSec[13] ?? 0);
+      assert.ok(
+        late < early,
+        `fewer writes admitted late in the flood (${late}) than early (${early})`,
+      );
+      const margin = DEFAULT_LEAD_LAW_PARAMS.uEmerg;
+      assert.ok(
+        peakRss < targetA * margin,
+        `peak ${peakRss / MiB} MiB < target ${targetA / MiB} MiB x ${margin}`,
+      );
+
+      // A client of relay-b still gets its whole quota while relay-a is throttled.
+      let fullQuotaSeen = false;
+      for (let i = 60; i < 120 && !fullQuotaSeen; i++) {
+        const res = await request(`${gateways[0]!.url}/events`, {
+          method: 'POST',
+          body: pool[i]!,
+          from: `127.0.8.${i}`,
+        });
+        const id = (JSON.parse(pool[i]!) as { id: string }).id;
+        const onB = JSON.parse(
+          (await request(`${relays[1]!.url}/events?ids=${id}`)).body,
+        ) as unknown[];
+        if (onB.length === 1) {
+          assert.equal(res.headers['ratelimit-policy'], `"writes";q=${QUOTA_PER_SEC};w=1`);
+          fullQuotaSeen = true;
+        }
+      }
+      assert.ok(fullQuotaSeen, 'found a client of relay-b');
+
+      // Drain relay-a quickly now, so its feed returns to 1 and the ramp below is the gateways' own.
+      await request(`${relays[0]!.url}/admin/drain`, {
+        method: 'POST',
+        body: JSON.stringify({ bytesPerSec: 256 * MiB }),
+      });
+      await waitFor(
+        'backlog drained',
+        async () => (await stats(relays[0]!)).backlogBytes === 0,
+        15_000,
+      );
+
+      // The feed of relay-a dies: both gateways move to the safe value, never above the last fresh value.
+      const before = Math.max(
+        ...(await Promise.all(gateways.map(nodes))).map((v) => v['relay-a']!.multiplier),
+      );
+      await feeds[0]!.stop();
+      for (const gw of gateways) {
+        await waitFor(
+          'safe value after the feed died',
+          async () => {
+            const v = (await nodes(gw))['relay-a']!;
+            assert.ok(
+              v.multiplier <= Math.max(before, SAFE) + 1e-9,
+              `stale value ${v.multiplier} above the last fresh ${before}`,
+            );
+            return v.feedState === 'safe' && v.multiplier <= SAFE;
+          },
+          10_000,
+        );
+      }
+
+      // The feed returns: trusted after a few reports, then a ramp up to what it reports, not a jump.
+      feeds[0] = await feedFor('relay-a', relays[0]!, targetA, client, mode);
+      const store = await createStore(storeOptions(client, mode));
+      try {
+        let last = (await nodes(gateways[0]!))['relay-a']!.multiplier;
+        let lastAt = Date.now();
+        let rose = false;
+        await waitFor(
+          'the gateway follows the returned feed',
+          async () => {
+            const v = (await nodes(gateways[0]!))['relay-a']!;
+            const now = Date.now();
+            const allowed = 0.2 * ((now - lastAt) / 1000) + 0.05 + 1e-9; // slew plus one quantisation step
+            assert.ok(
+              v.multiplier - last <= allowed,
+              `jumped ${last} -> ${v.multiplier} in ${now - lastAt} ms`,
+            );
+            rose ||= v.multiplier > SAFE;
+            last = v.multiplier;
+            lastAt = now;
+            const published = decodeReport(await store.kv.get(pressureKey('relay-a')));
+            return (
+              v.feedState === 'fresh' &&
+              published !== undefined &&
+              Math.abs(published.m - v.multiplier) < 0.051
+            );
+          },
+          20_000,
+        );
+        assert.ok(rose, 'the multiplier rose above the safe value once the feed was trusted');
+      } finally {
+        await store.close();
+      }
+    });
+  });
+}
