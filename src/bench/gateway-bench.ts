@@ -8,7 +8,7 @@ import type { ClientKind } from '../store/index.js';
 import { startInstance, stopInstance } from '../valkey/embedded.js';
 import { runDir } from '../valkey/paths.js';
 import { freeLoopbackPort } from '../valkey/ports.js';
-import { spawnSluice } from './processes.js';
+import { spawnBenchRelay, spawnSluice } from './processes.js';
 import type { SluiceProcess } from './processes.js';
 import { median, minMax, shuffled, stddev } from './stats.js';
 
@@ -214,21 +214,7 @@ export async function runGatewayBench(
   const samples: RunSample[] = [];
   try {
     await startInstance(valkey, quiet, env);
-    const relay = await spawnSluice(
-      [
-        'relay',
-        '--port',
-        '0',
-        '--node-id',
-        'relay-a',
-        '--data-dir',
-        dataDir,
-        '--fresh',
-        '--drain-bytes-per-sec',
-        '1GiB',
-      ],
-      { env },
-    );
+    const relay = await spawnBenchRelay(dataDir, '1GiB', env);
     started.push(relay);
     const configDir = mkdtempSync(path.join(os.tmpdir(), 'sluice-bench-gw-'));
     for (const arm of arms) {

@@ -121,3 +121,13 @@ export async function spawnSluice(
       })()),
   };
 }
+
+/** A reference relay for a benchmark: a fresh data file, a given drain rate. */
+export function spawnBenchRelay(
+  dataDir: string,
+  drain: string | number,
+  env: NodeJS.ProcessEnv,
+): Promise<SluiceProcess> {
+  const args = ['relay', '--port', '0', '--node-id', 'relay-a', '--data-dir', dataDir, '--fresh'];
+  return spawnSluice([...args, '--drain-bytes-per-sec', String(drain)], { env });
+}

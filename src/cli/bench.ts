@@ -88,4 +88,64 @@ export function registerBench(program: Command): void {
       console.log(formatGatewaySummary(summary));
       console.log(`\nresults: ${file}`);
     });
+
+  bench
+    .command('adaptive')
+    .description(
+      'closed loop on a real relay: a write flood at several times its drain, with no ' +
+        'adaptation, the reference PID law and the sluice lead law (own Valkey, relay, feed, gateways)',
+    )
+    .option('--overload-sec <s>', 'seconds of overload per variant', positiveInt, 180)
+    .option('--calm-sec <s>', 'seconds of sustainable load first', positiveInt, 20)
+    .option('--overload <x>', 'offered load as a multiple of the drain', positiveInt, 3)
+    .option('--drain-mib <n>', 'relay drain, MiB/s', positiveInt, 2)
+    .option('--headroom-mib <n>', 'target memory above the idle relay, MiB', positiveInt, 96)
+    .option('--tick-ms <n>', 'feed tick', positiveInt, 500)
+    .option('--variants <list>', 'comma-separated: none, pid, lead', 'none,pid,lead')
+    .option('--out <dir>', 'results directory (default results/<timestamp>)')
+    .action(
+      async (flags: {
+        overloadSec: number;
+        calmSec: number;
+        overload: number;
+        drainMib: number;
+        headroomMib: number;
+        tickMs: number;
+        variants: string;
+        out?: string;
+      }) => {
+        const variants = flags.variants.split(',').map((v) => v.trim());
+        const bad = variants.find((v) => !['none', 'pid', 'lead'].includes(v));
+        if (bad) throw new Error(`--variants: unknown variant "${bad}"`);
+        const { runAdaptiveBench, formatAdaptiveSummary } =
+          await import('../bench/adaptive-bench.js');
+        const { PROJECT_ROOT } = await import('../valkey/paths.js');
+        const stamp = new Date().toISOString().replace(/[-:]/g, '').replace('T', '_').slice(0, 15);
+        const { summaries, file } = await runAdaptiveBench(
+          {
+            overloadSec: flags.overloadSec,
+            calmSec: flags.calmSec,
+            overload: flags.overload,
+            drainBytesPerSec: flags.drainMib * 1024 * 1024,
+            eventContentBytes: 32 * 1024,
+            headroomBytes: flags.headroomMib * 1024 * 1024,
+            tickMs: flags.tickMs,
+            variants: variants as ('none' | 'pid' | 'lead')[],
+            outDir: flags.out ?? `${PROJECT_ROOT}/results/${stamp}`,
+          },
+          (line) => console.error(line),
+        );
+        console.log(formatAdaptiveSummary(summaries));
+        console.log(`\nresults: ${file}`);
+      },
+    );
+
+  bench
+    .command('simulate')
+    .description('the three variants on the simulated relay plant (deterministic, instant)')
+    .option('--factor <x>', 'overload as a multiple of the drain', positiveInt, 3)
+    .action(async (flags: { factor: number }) => {
+      const { simulateVariants, formatSimulation } = await import('../bench/simulate.js');
+      console.log(formatSimulation(simulateVariants(flags.factor)));
+    });
 }

@@ -2,6 +2,7 @@ import { timingSafeEqual, createHash } from 'node:crypto';
 import Fastify, { LogController } from 'fastify';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
+import { LawParamsSchema, decodeLawParams, lawParamsKey } from '../pressure/law-params.js';
 import type { GatewayContext } from './context.js';
 
 const LimitBody = z.object({
@@ -22,6 +23,11 @@ const FlowControlChange = z
       .record(z.string(), z.object({ multiplier: z.number().min(0).max(1).nullable() }).strict())
       .optional(),
     adaptation: z.object({ enabled: z.boolean() }).strict().optional(),
+    /** Parameters for the feeds' control law ({} restores the defaults); feeds pick them up within ~10 ticks. */
+    law: z
+      .object({ nodes: z.array(z.string()).optional(), params: LawParamsSchema })
+      .strict()
+      .optional(),
   })
   .strict();
 
@@ -66,6 +72,25 @@ export function buildAdminApp(ctx: GatewayContext): FastifyInstance {
 
   app.get('/admin/flow-control', () => flowControlState(ctx));
 
+  app.get('/admin/flow-control/law', async (_request, reply) => {
+    try {
+      const entries = await Promise.all(
+        ctx.board
+          .list()
+          .map(async (m) => [
+            m.nodeId,
+            decodeLawParams(await ctx.store.kv.get(lawParamsKey(m.nodeId))) ?? {},
+          ]),
+      );
+      return {
+        params: Object.fromEntries(entries) as Record<string, unknown>,
+        note: "overrides of the feeds' defaults",
+      };
+    } catch (err) {
+      return problem(reply, 503, 'Quota store unavailable', (err as Error).message);
+    }
+  });
+
   app.post('/admin/flow-control', async (request, reply) => {
     const parsed = FlowControlChange.safeParse(request.body);
     if (!parsed.success) {
@@ -91,6 +116,23 @@ export function buildAdminApp(ctx: GatewayContext): FastifyInstance {
       ctx.board.setOverride(node, multiplier);
     }
     if (change.adaptation) ctx.board.setAdaptive(change.adaptation.enabled);
+    if (change.law) {
+      const targets = change.law.nodes ?? ctx.board.list().map((m) => m.nodeId);
+      const unknownLawNode = targets.find((n) => !ctx.board.has(n));
+      if (unknownLawNode)
+        return problem(reply, 400, 'Unknown node', `law.nodes: no relay node "${unknownLawNode}"`);
+      try {
+        for (const node of targets)
+          await ctx.store.kv.set(lawParamsKey(node), JSON.stringify(change.law.params));
+      } catch (err) {
+        return problem(
+          reply,
+          503,
+          'Quota store unavailable',
+          `law parameters not saved: ${(err as Error).message}`,
+        );
+      }
+    }
     ctx.log.info({ change }, 'flow control changed from the admin endpoint');
     return flowControlState(ctx);
   });

@@ -1,4 +1,4 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, Summary, collectDefaultMetrics } from 'prom-client';
 import type { MultiplierBoard } from '../pressure/board.js';
 import type { UpstreamPool } from './upstreams.js';
 
@@ -33,6 +33,15 @@ export class GatewayMetrics {
     name: 'sluice_upstream_errors_total',
     help: 'Requests or connections that failed to reach a relay node',
     labelNames: ['node'] as const,
+    registers: [this.registry],
+  });
+
+  readonly propagation = new Summary({
+    name: 'sluice_pressure_propagation_seconds',
+    help: 'From a feed sampling to this gateway applying its report (clocks of one machine)',
+    percentiles: [0.5, 0.9, 0.99],
+    maxAgeSeconds: 600,
+    ageBuckets: 5,
     registers: [this.registry],
   });
 

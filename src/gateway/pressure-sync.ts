@@ -22,8 +22,6 @@ export class PressureSync {
   private readonly feeds = new Map<string, NodeFeed>();
   private subscription: Subscription | undefined;
   private timer: NodeJS.Timeout | undefined;
-  /** Milliseconds from a feed's sample to this gateway applying it (for the benchmark). */
-  readonly propagationMs: number[] = [];
 
   constructor(
     private readonly settings: GatewayConfig['pressure'],
@@ -31,6 +29,8 @@ export class PressureSync {
     private readonly kv: KeyValue,
     private readonly storeOptions: StoreOptionsInput,
     private readonly log: FastifyBaseLogger,
+    /** Seconds from a feed's sample to this gateway applying it. */
+    private readonly observePropagation: (seconds: number) => void = () => undefined,
     private readonly now: () => number = Date.now,
   ) {
     for (const node of board.list()) {
@@ -51,7 +51,7 @@ export class PressureSync {
     this.board.setAdaptive(true);
     this.subscription = await subscribe(this.storeOptions, PRESSURE_CHANNEL, (text) => {
       const report = decodeReport(text);
-      if (report) this.accept(report);
+      if (report) this.accept(report, true);
     });
     await Promise.all([...this.feeds.keys()].map((node) => this.repair(node)));
     this.evaluate();
@@ -65,15 +65,15 @@ export class PressureSync {
   }
 
   /** Take a report if it is newer than the last one of its node (seq restarts with the feed). */
-  private accept(report: PressureReport): void {
+  private accept(report: PressureReport, live = false): void {
     const feed = this.feeds.get(report.node);
     if (!feed) return;
     if (feed.last && report.ts <= feed.last.ts && report.seq <= feed.last.seq) return;
     feed.last = report;
     const now = this.now();
     feed.tracker.report(now / 1000, report.m);
-    this.propagationMs.push(now - report.ts);
-    if (this.propagationMs.length > 10_000) this.propagationMs.splice(0, 5000);
+    // Only live messages measure propagation: a key read back is up to a lease old by design.
+    if (live) this.observePropagation((now - report.ts) / 1000);
     this.apply(report.node, feed, now);
   }
 

@@ -64,7 +64,9 @@ export async function startGateway(
 
   await pool.start();
   const pressure = config.pressure.enabled
-    ? new PressureSync(config.pressure, board, store.kv, storeOptions, log)
+    ? new PressureSync(config.pressure, board, store.kv, storeOptions, log, (s) =>
+        metrics.propagation.observe(s),
+      )
     : undefined;
   await pressure?.start();
   const app = Fastify({

@@ -50,6 +50,7 @@ export async function runFeed(o: FeedProcessOptions): Promise<void> {
     targetBytes: o.targetBytes,
     tickMs: o.tickMs,
     law: o.law === 'pid' ? createPidLaw() : createLeadLaw(),
+    makeLaw: (overrides) => (o.law === 'pid' ? createPidLaw(overrides) : createLeadLaw(overrides)),
     kv: store.kv,
     log,
   });

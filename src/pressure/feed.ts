@@ -2,6 +2,8 @@ import { performance } from 'node:perf_hooks';
 import { Counter, Gauge, Registry } from 'prom-client';
 import type { KeyValue } from '../store/kv.js';
 import type { BacklogSample, ControlLaw, LawOutput } from './law.js';
+import { decodeLawParams, lawParamsKey } from './law-params.js';
+import type { LawParams } from './law-params.js';
 import { PRESSURE_CHANNEL, encodeReport, pressureKey } from './report.js';
 import type { PressureReport } from './report.js';
 import type { Sampler } from './samplers.js';
@@ -13,6 +15,8 @@ export interface FeedLog {
 
 export interface FeedOptions {
   nodeId: string;
+  /** Build the law, with parameter overrides from the admin endpoint (re-built when they change). */
+  makeLaw?: (overrides: LawParams) => ControlLaw;
   sampler: Sampler;
   /** Optional second input: the relay's backlog and measured drain rate. */
   backlog?: () => Promise<BacklogSample | undefined>;
@@ -67,9 +71,37 @@ export class PressureFeed {
   private seq = 0;
   private lastMode: LawOutput['mode'] = 'normal';
   private failing = false;
+  private law: ControlLaw;
+  private paramsText: string | null = null;
   last: PressureReport | undefined;
 
-  constructor(private readonly opts: FeedOptions) {}
+  constructor(private readonly opts: FeedOptions) {
+    this.law = opts.law;
+  }
+
+  /**
+   * Pick up parameter changes left in Valkey by a gateway's admin endpoint. A new law starts
+   * from fresh filter state; the gateways' up-slew absorbs any step this causes.
+   */
+  private async refreshParams(): Promise<void> {
+    if (!this.opts.makeLaw) return;
+    let text: string | null;
+    try {
+      text = await this.opts.kv.get(lawParamsKey(this.opts.nodeId));
+    } catch {
+      return; // keep the current law; publication will report the store problem
+    }
+    if (text === this.paramsText) return;
+    const params = text === null ? {} : decodeLawParams(text);
+    if (!params) {
+      this.opts.log.warn({ text }, 'ignoring invalid law parameters');
+      this.paramsText = text;
+      return;
+    }
+    this.law = this.opts.makeLaw(params);
+    this.paramsText = text;
+    this.opts.log.info({ params }, 'control law parameters changed');
+  }
 
   /** The first sample must succeed: an unreadable source is a configuration error. */
   async start(): Promise<void> {
@@ -103,7 +135,8 @@ export class PressureFeed {
       this.failing = true;
       return;
     }
-    const out = opts.law.step({
+    if (this.seq % 10 === 0) await this.refreshParams();
+    const out = this.law.step({
       t: performance.now() / 1000,
       u: bytes / opts.targetBytes,
       backlog,
@@ -124,7 +157,7 @@ export class PressureFeed {
       mode: out.mode,
       seq: this.seq++,
       ts: Date.now(),
-      law: opts.law.name,
+      law: this.law.name,
     };
     metrics.u.set(out.u);
     metrics.uhat.set(out.uhat);
@@ -134,8 +167,9 @@ export class PressureFeed {
     const text = encodeReport(report);
     try {
       // A lease of three ticks: one missed tick is tolerated, a dead feed disappears.
-      await opts.kv.setWithLease(pressureKey(opts.nodeId), text, 3 * opts.tickMs);
+      // PUBLISH first: gateways apply it within milliseconds; the key is for late joiners.
       await opts.kv.publish(PRESSURE_CHANNEL, text);
+      await opts.kv.setWithLease(pressureKey(opts.nodeId), text, 3 * opts.tickMs);
       metrics.lastPublish.set(report.ts / 1000);
     } catch (err) {
       metrics.publishErrors.inc();

@@ -6,13 +6,15 @@ import { StoreError, describeError } from './errors.js';
 export interface KeyValue {
   /** SET with a lease: the key disappears unless it is written again within `pxMs`. */
   setWithLease(key: string, value: string, pxMs: number): Promise<void>;
+  /** SET without expiry. */
+  set(key: string, value: string): Promise<void>;
   get(key: string): Promise<string | null>;
   /** PUBLISH; resolves with the number of subscribers that received it (cluster: on that node). */
   publish(channel: string, message: string): Promise<number>;
 }
 
 interface IoKv {
-  set(key: string, value: string, px: 'PX', ms: number): Promise<unknown>;
+  set(key: string, value: string, px?: 'PX', ms?: number): Promise<unknown>;
   get(key: string): Promise<string | null>;
   publish(channel: string, message: string): Promise<number>;
 }
@@ -33,6 +35,10 @@ export function keyValue(raw: RawClient): KeyValue {
         wrap('SET', async () => {
           await c.set(key, value, { expiry: { type: TimeUnit.Milliseconds, count: pxMs } });
         }),
+      set: (key, value) =>
+        wrap('SET', async () => {
+          await c.set(key, value);
+        }),
       get: (key) => wrap('GET', async () => ((await c.get(key)) ?? null)?.toString() ?? null),
       // Glide takes the message first.
       publish: (channel, message) => wrap('PUBLISH', () => c.publish(message, channel)),
@@ -43,6 +49,10 @@ export function keyValue(raw: RawClient): KeyValue {
     setWithLease: (key, value, pxMs) =>
       wrap('SET', async () => {
         await c.set(key, value, 'PX', pxMs);
+      }),
+    set: (key, value) =>
+      wrap('SET', async () => {
+        await c.set(key, value);
       }),
     get: (key) => wrap('GET', () => c.get(key)),
     publish: (channel, message) => wrap('PUBLISH', () => c.publish(channel, message)),

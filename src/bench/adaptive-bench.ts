@@ -1,0 +1,317 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { finalizeEvent, generateSecretKey } from 'nostr-tools/pure';
+import { startInstance, stopInstance } from '../valkey/embedded.js';
+import { runDir } from '../valkey/paths.js';
+import { freeLoopbackPort } from '../valkey/ports.js';
+import { spawnBenchRelay, spawnSluice } from './processes.js';
+import type { SluiceProcess } from './processes.js';
+import { median } from './stats.js';
+
+const ADMIN_TOKEN = 'bench-admin-token-0123456789';
+
+export type Variant = 'none' | 'pid' | 'lead';
+
+export interface AdaptiveBenchOptions {
+  /** Seconds of overload per variant. */
+  overloadSec: number;
+  /** Seconds at a sustainable load before the step. */
+  calmSec: number;
+  drainBytesPerSec: number;
+  eventContentBytes: number;
+  /** Offered load as a multiple of what the relay drains. */
+  overload: number;
+  /** Memory the feed aims the relay at, above the idle relay's own. */
+  headroomBytes: number;
+  tickMs: number;
+  variants: Variant[];
+  outDir: string;
+}
+
+export interface Sample {
+  t: number;
+  u: number;
+  m: number;
+  admittedPerSec: number;
+  backlogBytes: number;
+  mode: string;
+}
+
+export interface VariantSummary {
+  variant: Variant;
+  peakUOverTarget: number;
+  secondsAboveTarget: number;
+  emergencyEntries: number;
+  emergencyExits: number;
+  acceptedPerSec: number;
+  sustainablePerSec: number;
+  acceptedShareOfSustainable: number;
+  mPeakToPeak: number;
+  uPeakToPeak: number;
+  propagationP50Ms: number | null;
+  propagationP99Ms: number | null;
+}
+
+function post(url: string, body: string, from: string): Promise<number> {
+  return new Promise((resolve) => {
+    const req = http.request(
+      url,
+      {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        localAddress: from,
+        agent: false,
+      },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+      },
+    );
+    req.on('error', () => resolve(0));
+    req.end(body);
+  });
+}
+
+async function json<T>(url: string, headers: Record<string, string> = {}): Promise<T> {
+  const res = await fetch(url, { headers });
+  return (await res.json()) as T;
+}
+
+async function metricValue(url: string, name: string, labels = ''): Promise<number> {
+  const text = await (await fetch(url)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${name}${labels}`) && !l.startsWith('#'));
+  return line ? Number(line.split(' ').pop()) : 0;
+}
+
+/** One variant: a fresh relay, feed and two gateways; a calm phase, then the overload step. */
+async function runVariant(
+  variant: Variant,
+  opts: AdaptiveBenchOptions,
+  valkeyPort: number,
+  env: NodeJS.ProcessEnv,
+  log: (l: string) => void,
+) {
+  const started: SluiceProcess[] = [];
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'sluice-adaptive-relay-'));
+  try {
+    const relay = await spawnBenchRelay(dataDir, opts.drainBytesPerSec, env);
+    started.push(relay);
+    const idle = (await json<{ rssAnonBytes: number }>(`${relay.url}/stats`)).rssAnonBytes;
+    const target = idle + opts.headroomBytes;
+    const feed = await spawnSluice(
+      [
+        'feed',
+        '--node-id',
+        'relay-a',
+        '--relay',
+        relay.url,
+        '--target-bytes',
+        String(target),
+        '--tick-ms',
+        String(opts.tickMs),
+        '--law',
+        variant === 'pid' ? 'pid' : 'lead',
+        '--valkey-client',
+        'ioredis',
+        '--valkey-nodes',
+        `127.0.0.1:${valkeyPort}`,
+      ],
+      { env },
+    );
+    started.push(feed);
+    const eventBytes = opts.eventContentBytes + 400;
+    const sustainablePerSec = opts.drainBytesPerSec / eventBytes;
+    const quotaPerSec = Math.round(sustainablePerSec * opts.overload);
+    const configDir = mkdtempSync(path.join(os.tmpdir(), 'sluice-adaptive-gw-'));
+    const gateways: { url: string; admin: string }[] = [];
+    for (let g = 0; g < 2; g++) {
+      const file = path.join(configDir, `gw${g}.json`);
+      writeFileSync(
+        file,
+        JSON.stringify({
+          listen: { port: 0 },
+          admin: { port: 0, token: ADMIN_TOKEN },
+          valkey: { client: 'ioredis', nodes: [`127.0.0.1:${valkeyPort}`] },
+          upstreams: [{ id: 'relay-a', url: relay.url }],
+          logging: { level: 'warn' },
+          limits: { maxBodyBytes: 4 * eventBytes },
+          quotas: {
+            keyPrefix: `adaptive-${variant}-${Date.now()}`,
+            tiers: { default: { write: { points: quotaPerSec, windowSec: 1 } } },
+          },
+          pressure: {
+            enabled: variant !== 'none',
+            evaluateMs: 100,
+            staleAfterMs: 3 * opts.tickMs,
+            holdMs: 2000,
+          },
+        }),
+      );
+      const gw = await spawnSluice(['gateway', '--config', file], { env });
+      started.push(gw);
+      gateways.push({ url: gw.url, admin: /admin=(\S+)/.exec(gw.readyLine)![1]! });
+    }
+
+    // Writers: one client identity (its quota is the overload), events signed as they go.
+    const sk = generateSecretKey();
+    const content = 'x'.repeat(opts.eventContentBytes);
+    let admitted = 0;
+    let stop = false;
+    let offeredPerSec = sustainablePerSec * 0.5;
+    let n = 0;
+    const writer = async (w: number) => {
+      while (!stop) {
+        const t0 = Date.now();
+        const body = JSON.stringify(
+          finalizeEvent(
+            { kind: 1, created_at: Math.floor(t0 / 1000), tags: [['n', String(n++)]], content },
+            sk,
+          ),
+        );
+        const status = await post(`${gateways[w % 2]!.url}/events`, body, '127.0.0.3');
+        if (status === 200) admitted++;
+        // Pace each writer to its share of the offered rate.
+        const wait = (1000 * 4) / offeredPerSec - (Date.now() - t0);
+        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+      }
+    };
+    const writers = [0, 1, 2, 3].map(writer);
+    const samples: Sample[] = [];
+    const t0 = Date.now();
+    const total = opts.calmSec + opts.overloadSec;
+    let lastAdmitted = 0;
+    let lastAt = t0;
+    while ((Date.now() - t0) / 1000 < total) {
+      const t = (Date.now() - t0) / 1000;
+      // The step: from half of sustainable to `overload` x sustainable (the quota's ceiling).
+      offeredPerSec = t < opts.calmSec ? sustainablePerSec * 0.5 : quotaPerSec * 1.2;
+      await new Promise((r) => setTimeout(r, 250));
+      const [stats, flow] = await Promise.all([
+        json<{ rssAnonBytes: number; backlogBytes: number }>(`${relay.url}/stats`),
+        json<{ nodes: Record<string, { multiplier: number; emergency: boolean }> }>(
+          `${gateways[0]!.admin}/admin/flow-control`,
+          {
+            authorization: `Bearer ${ADMIN_TOKEN}`,
+          },
+        ),
+      ]);
+      const now = Date.now();
+      const node = flow.nodes['relay-a']!;
+      samples.push({
+        t: (now - t0) / 1000,
+        u: stats.rssAnonBytes / target,
+        m: node.multiplier,
+        admittedPerSec: ((admitted - lastAdmitted) * 1000) / (now - lastAt),
+        backlogBytes: stats.backlogBytes,
+        mode: node.emergency ? 'emergency' : 'normal',
+      });
+      lastAdmitted = admitted;
+      lastAt = now;
+    }
+    stop = true;
+    await Promise.all(writers);
+
+    const feedMetrics = `${/^sluice feed ready: (\S+)/.exec(feed.readyLine)![1]}/metrics`;
+    const entries = await metricValue(
+      feedMetrics,
+      'sluice_feed_emergency_transitions_total',
+      '{to="emergency"}',
+    );
+    const exits = await metricValue(
+      feedMetrics,
+      'sluice_feed_emergency_transitions_total',
+      '{to="normal"}',
+    );
+    const prop = await Promise.all(
+      gateways.map(async (g) => ({
+        p50: await metricValue(
+          `${g.admin}/metrics`,
+          'sluice_pressure_propagation_seconds',
+          '{quantile="0.5"}',
+        ),
+        p99: await metricValue(
+          `${g.admin}/metrics`,
+          'sluice_pressure_propagation_seconds',
+          '{quantile="0.99"}',
+        ),
+      })),
+    );
+    const over = samples.filter((s) => s.t >= opts.calmSec);
+    const settled = over.filter((s) => s.t >= opts.calmSec + Math.min(60, opts.overloadSec / 2));
+    const range = (xs: number[]) => (xs.length ? Math.max(...xs) - Math.min(...xs) : 0);
+    const summary: VariantSummary = {
+      variant,
+      peakUOverTarget: Math.max(...samples.map((s) => s.u)),
+      secondsAboveTarget: samples.filter((s) => s.u > 1).length * 0.25,
+      emergencyEntries: entries,
+      emergencyExits: exits,
+      acceptedPerSec: over.reduce((a, s) => a + s.admittedPerSec, 0) / Math.max(1, over.length),
+      sustainablePerSec,
+      acceptedShareOfSustainable:
+        over.reduce((a, s) => a + s.admittedPerSec, 0) /
+        Math.max(1, over.length) /
+        sustainablePerSec,
+      mPeakToPeak: range(settled.map((s) => s.m)),
+      uPeakToPeak: range(settled.map((s) => s.u)),
+      propagationP50Ms: variant === 'none' ? null : 1000 * median(prop.map((p) => p.p50)),
+      propagationP99Ms: variant === 'none' ? null : 1000 * Math.max(...prop.map((p) => p.p99)),
+    };
+    log(
+      `${variant}: peak u ${summary.peakUOverTarget.toFixed(2)}, ${summary.secondsAboveTarget}s above target, accepted ${summary.acceptedShareOfSustainable.toFixed(2)} of sustainable`,
+    );
+    return { summary, samples, target, idle, quotaPerSec };
+  } finally {
+    await Promise.allSettled(started.reverse().map((p) => p.stop()));
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+export async function runAdaptiveBench(opts: AdaptiveBenchOptions, log: (line: string) => void) {
+  const env = { ...process.env, SLUICE_RUN_DIR: path.join(runDir(), 'bench-adaptive') };
+  const quiet = { info: () => undefined, warn: log };
+  const valkey = { topology: 'standalone' as const, port: await freeLoopbackPort() };
+  await startInstance(valkey, quiet, env);
+  const results = [];
+  try {
+    for (const variant of opts.variants) {
+      log(
+        `variant ${variant}: ${opts.calmSec}s calm, then ${opts.overloadSec}s at ${opts.overload}x the relay's drain`,
+      );
+      results.push(await runVariant(variant, opts, valkey.port, env, log));
+    }
+  } finally {
+    await stopInstance(valkey, quiet, env);
+  }
+  mkdirSync(opts.outDir, { recursive: true });
+  const file = path.join(opts.outDir, 'adaptive.json');
+  writeFileSync(
+    file,
+    JSON.stringify(
+      {
+        kind: 'adaptive-bench',
+        date: new Date().toISOString(),
+        machine: { cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model, node: process.version },
+        options: opts,
+        variants: results,
+      },
+      null,
+      2,
+    ),
+  );
+  return { summaries: results.map((r) => r.summary), file };
+}
+
+export function formatAdaptiveSummary(rows: VariantSummary[]): string {
+  const name = { none: 'no adaptation', pid: 'reference PID', lead: 'sluice lead law' } as const;
+  const fmt = (x: number | null, d = 1) => (x === null ? '-' : x.toFixed(d));
+  return [
+    '| variant | peak memory / target | time above target s | emergency in / out | accepted / sustainable | m peak-to-peak | u peak-to-peak | propagation p50 / p99 ms |',
+    '| --- | --- | --- | --- | --- | --- | --- | --- |',
+    ...rows.map(
+      (r) =>
+        `| ${name[r.variant]} | ${r.peakUOverTarget.toFixed(2)} | ${r.secondsAboveTarget.toFixed(1)} | ${r.emergencyEntries} / ${r.emergencyExits} | ${r.acceptedShareOfSustainable.toFixed(2)} (${r.acceptedPerSec.toFixed(1)} of ${r.sustainablePerSec.toFixed(1)}/s) | ${r.mPeakToPeak.toFixed(2)} | ${r.uPeakToPeak.toFixed(2)} | ${fmt(r.propagationP50Ms)} / ${fmt(r.propagationP99Ms)} |`,
+    ),
+  ].join('\n');
+}

@@ -1,0 +1,41 @@
+import { z } from 'zod';
+import { DEFAULT_LEAD_LAW_PARAMS } from './lead-law.js';
+import { DEFAULT_PID_LAW_PARAMS } from './pid-law.js';
+
+/** Where the admin endpoint leaves parameter changes for a node's feed (no lease: they stay). */
+export function lawParamsKey(nodeId: string): string {
+  return `sluice:pressure:params:{${nodeId}}`;
+}
+
+const KNOWN = new Set([
+  ...Object.keys(DEFAULT_LEAD_LAW_PARAMS),
+  ...Object.keys(DEFAULT_PID_LAW_PARAMS),
+  'acceptableBacklogBytes',
+  'baseBytesPerSec',
+]);
+
+/** Overrides of either law's parameters: known names, finite numbers. */
+export const LawParamsSchema = z
+  .record(z.string(), z.number().refine(Number.isFinite, 'must be a finite number'))
+  .superRefine((params, ctx) => {
+    for (const key of Object.keys(params)) {
+      if (!KNOWN.has(key))
+        ctx.addIssue({
+          code: 'custom',
+          path: [key],
+          message: 'not a parameter of any control law',
+        });
+    }
+  });
+export type LawParams = z.infer<typeof LawParamsSchema>;
+
+/** Parameters read back from Valkey, or undefined when absent or not valid. */
+export function decodeLawParams(text: string | null): LawParams | undefined {
+  if (!text) return undefined;
+  try {
+    const parsed = LawParamsSchema.safeParse(JSON.parse(text));
+    return parsed.success ? parsed.data : undefined;
+  } catch {
+    return undefined;
+  }
+}
