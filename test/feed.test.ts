@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { PRESSURE_CHANNEL, decodeReport, pressureKey } from '../src/pressure/report.js';
@@ -6,7 +8,7 @@ import type { PressureReport } from '../src/pressure/report.js';
 import { createStore, subscribe } from '../src/store/index.js';
 import { sluice } from './helpers/cli.js';
 import { matrix, nodesFor, storeOptions } from './helpers/env.js';
-import { startFeed, startRelay } from './helpers/processes.js';
+import { spawnSluice, startFeed, startRelay } from './helpers/processes.js';
 import type { RelayProcess } from './helpers/processes.js';
 
 describe('sluice feed', () => {
@@ -63,6 +65,50 @@ describe('sluice feed', () => {
       await store.close();
     });
   }
+
+  it('keeps running when its source fails mid-run: counts errors, stops publishing, the lease lapses', async () => {
+    const node = `fed-failing-${Date.now()}`;
+    const victim = spawn('sleep', ['60'], { stdio: 'ignore' });
+    const store = await createStore(storeOptions('ioredis', 'standalone'));
+    const feed = await spawnSluice([
+      'feed',
+      '--node-id',
+      node,
+      '--pid',
+      String(victim.pid),
+      '--target-bytes',
+      '1GiB',
+      '--tick-ms',
+      '200',
+      '--valkey-client',
+      'ioredis',
+      '--valkey-nodes',
+      nodesFor('standalone')
+        .map((n) => `${n.host}:${n.port}`)
+        .join(','),
+    ]);
+    try {
+      assert.ok(
+        decodeReport(await store.kv.get(pressureKey(node))),
+        'publishing while the source is readable',
+      );
+      victim.kill('SIGKILL');
+      await once(victim, 'exit');
+      await sleep(1000);
+      assert.equal(
+        await store.kv.get(pressureKey(node)),
+        null,
+        'no fresh value, so the lease ran out',
+      );
+      const metrics = await (await fetch(`${feed.url}/metrics`)).text();
+      assert.match(metrics, /sluice_feed_sample_errors_total [1-9]/);
+      assert.equal((await fetch(`${feed.url}/healthz`)).status, 200, 'the feed is still running');
+      assert.match(feed.output(), /memory sample failed/);
+    } finally {
+      await feed.stop();
+      await store.close();
+    }
+  });
 
   it('refuses to start on an unreadable source, saying which', () => {
     const res = sluice(

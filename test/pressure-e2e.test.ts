@@ -187,17 +187,37 @@ for (const { client, mode } of CASES) {
           }
         }
       });
+      const keyStore = await createStore(storeOptions(client, mode));
+      let feedLoweredAt: number | undefined;
+      let checkedPropagation = false;
       const watcher = (async () => {
         while (Date.now() < floodEnd) {
           peakRss = Math.max(peakRss, (await stats(relays[0]!)).rssAnonBytes);
+          const published = decodeReport(await keyStore.kv.get(pressureKey('relay-a')));
+          if (published && published.m < 1) feedLoweredAt ??= Date.now();
           const views = await Promise.all(gateways.map(nodes));
           minM.push(Math.min(...views.map((v) => v['relay-a']!.multiplier)));
           for (const v of views)
             assert.equal(v['relay-b']!.multiplier, 1, 'relay-b is not under pressure');
+          // Drops apply at once: a second after the feed lowered m, both gateways have it.
+          if (
+            feedLoweredAt !== undefined &&
+            !checkedPropagation &&
+            Date.now() - feedLoweredAt >= 1000
+          ) {
+            for (const v of views)
+              assert.ok(v['relay-a']!.multiplier < 1, 'both gateways applied the lower m');
+            checkedPropagation = true;
+          }
           await sleep(200);
         }
       })();
       await Promise.all([...writers, watcher]);
+      await keyStore.close();
+      assert.ok(
+        checkedPropagation,
+        'the feed lowered m during the flood, and both gateways followed',
+      );
 
       const lowest = Math.min(...minM);
       assert.ok(lowest < 0.9, `relay-a's multiplier fell (lowest ${lowest})`);

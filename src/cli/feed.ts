@@ -23,6 +23,16 @@ export function registerFeed(program: Command): void {
     )
     .option('--tick-ms <n>', 'control period', positiveInt, 500)
     .addOption(new Option('--law <law>', 'control law').choices(['lead', 'pid']).default('lead'))
+    .option(
+      '--acceptable-backlog <bytes>',
+      'with --relay: the backlog the relay may hold; turns on the backlog term (with --base-rate)',
+      parseBytes,
+    )
+    .option(
+      '--base-rate <bytes>',
+      'write bytes/s that m = 1 admits across all gateways',
+      parseBytes,
+    )
     .addOption(
       new Option('--valkey-client <name>', 'Valkey client')
         .choices(['valkey-glide', 'iovalkey', 'ioredis'])

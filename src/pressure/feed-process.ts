@@ -6,6 +6,7 @@ import type { ClientKind, Topology } from '../store/index.js';
 import { PressureFeed, relayBacklog } from './feed.js';
 import { createLeadLaw } from './lead-law.js';
 import { createPidLaw } from './pid-law.js';
+import type { LawParams } from './law-params.js';
 import { cgroupSampler, processSampler, prometheusSampler } from './samplers.js';
 import type { Sampler } from './samplers.js';
 
@@ -19,6 +20,8 @@ export interface FeedProcessOptions {
   targetBytes: number;
   tickMs: number;
   law: 'lead' | 'pid';
+  acceptableBacklog?: number;
+  baseRate?: number;
   valkeyClient: ClientKind;
   valkeyMode: Topology;
   valkeyNodes: string;
@@ -36,6 +39,20 @@ function samplerFor(o: FeedProcessOptions): Sampler {
 
 /** `sluice feed`: wire sampler, law, Valkey and a /metrics listener; stop on SIGTERM/SIGINT. */
 export async function runFeed(o: FeedProcessOptions): Promise<void> {
+  if ((o.acceptableBacklog === undefined) !== (o.baseRate === undefined)) {
+    throw new Error(
+      'give --acceptable-backlog and --base-rate together (the backlog term needs both)',
+    );
+  }
+  const backlogParams =
+    o.acceptableBacklog === undefined
+      ? {}
+      : { acceptableBacklogBytes: o.acceptableBacklog, baseBytesPerSec: o.baseRate };
+  // Runtime overrides from the admin endpoint win over the flags.
+  const makeLaw = (overrides: LawParams) =>
+    o.law === 'pid'
+      ? createPidLaw({ ...backlogParams, ...overrides })
+      : createLeadLaw({ ...backlogParams, ...overrides });
   const log = pino({ base: { service: 'sluice-feed', node: o.nodeId } }, pino.destination(2));
   const store = await createStore({
     client: o.valkeyClient,
@@ -49,8 +66,8 @@ export async function runFeed(o: FeedProcessOptions): Promise<void> {
     backlog: o.relay ? relayBacklog(`${o.relay.replace(/\/$/, '')}/stats`) : undefined,
     targetBytes: o.targetBytes,
     tickMs: o.tickMs,
-    law: o.law === 'pid' ? createPidLaw() : createLeadLaw(),
-    makeLaw: (overrides) => (o.law === 'pid' ? createPidLaw(overrides) : createLeadLaw(overrides)),
+    law: makeLaw({}),
+    makeLaw,
     kv: store.kv,
     log,
   });
