@@ -98,6 +98,14 @@ describe('runtime flow control of adaptation', () => {
     await until('defaults restored', (v) => v.multiplier === 1, gw, 15_000);
   });
 
+  it('refuses a combination no law accepts, before any feed sees it', async () => {
+    const res = await admin(gw, 'POST', '/admin/flow-control', {
+      law: { params: { uLo: 0.9, uHi: 0.5 } },
+    });
+    assert.equal(res.status, 400);
+    assert.match(res.body, /uLo must be below uHi/);
+  });
+
   it('refuses unknown law parameters and unknown nodes, naming them', async () => {
     const bad = await admin(gw, 'POST', '/admin/flow-control', { law: { params: { gain: 3 } } });
     assert.equal(bad.status, 400);

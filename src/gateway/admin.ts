@@ -2,7 +2,12 @@ import { timingSafeEqual, createHash } from 'node:crypto';
 import Fastify, { LogController } from 'fastify';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import { LawParamsSchema, decodeLawParams, lawParamsKey } from '../pressure/law-params.js';
+import {
+  LawParamsSchema,
+  decodeLawParams,
+  lawParamsKey,
+  lawParamsProblem,
+} from '../pressure/law-params.js';
 import type { GatewayContext } from './context.js';
 
 const LimitBody = z.object({
@@ -117,6 +122,8 @@ export function buildAdminApp(ctx: GatewayContext): FastifyInstance {
     }
     if (change.adaptation) ctx.board.setAdaptive(change.adaptation.enabled);
     if (change.law) {
+      const lawProblem = lawParamsProblem(change.law.params);
+      if (lawProblem) return problem(reply, 400, 'Invalid law parameters', lawProblem);
       const targets = change.law.nodes ?? ctx.board.list().map((m) => m.nodeId);
       const unknownLawNode = targets.find((n) => !ctx.board.has(n));
       if (unknownLawNode)

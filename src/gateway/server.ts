@@ -61,6 +61,7 @@ export async function startGateway(
     address,
     log,
   };
+  if (config.pressure.avoidEmergency) pool.avoid((id) => board.get(id).emergency === true);
 
   await pool.start();
   const pressure = config.pressure.enabled

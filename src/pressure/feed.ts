@@ -98,8 +98,14 @@ export class PressureFeed {
       this.paramsText = text;
       return;
     }
-    this.law = this.opts.makeLaw(params);
     this.paramsText = text;
+    try {
+      this.law = this.opts.makeLaw(params);
+    } catch (err) {
+      // A combination the law refuses: keep running on the current parameters.
+      this.opts.log.warn({ params, err: (err as Error).message }, 'law parameters rejected');
+      return;
+    }
     this.opts.log.info({ params }, 'control law parameters changed');
   }
 
@@ -107,7 +113,10 @@ export class PressureFeed {
   async start(): Promise<void> {
     await this.opts.sampler.sample();
     await this.tick();
-    this.timer = setInterval(() => void this.tick(), this.opts.tickMs);
+    this.timer = setInterval(() => {
+      // Never let one tick take the feed down: log it and try again next tick.
+      this.tick().catch((err: unknown) => this.opts.log.warn({ err }, 'feed tick failed'));
+    }, this.opts.tickMs);
   }
 
   stop(): void {

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { DEFAULT_LEAD_LAW_PARAMS } from './lead-law.js';
-import { DEFAULT_PID_LAW_PARAMS } from './pid-law.js';
+import { DEFAULT_LEAD_LAW_PARAMS, createLeadLaw } from './lead-law.js';
+import { DEFAULT_PID_LAW_PARAMS, createPidLaw } from './pid-law.js';
 
 /** Where the admin endpoint leaves parameter changes for a node's feed (no lease: they stay). */
 export function lawParamsKey(nodeId: string): string {
@@ -38,4 +38,32 @@ export function decodeLawParams(text: string | null): LawParams | undefined {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * Why no law would take these parameters, or undefined when at least one does. Checked
+ * before they are saved, so a feed is never handed a combination its law refuses.
+ */
+export function lawParamsProblem(params: LawParams): string | undefined {
+  const backlogKeys = ['acceptableBacklogBytes', 'baseBytesPerSec'];
+  const laws = [
+    ['lead', new Set([...Object.keys(DEFAULT_LEAD_LAW_PARAMS), ...backlogKeys]), createLeadLaw],
+    ['pid', new Set([...Object.keys(DEFAULT_PID_LAW_PARAMS), ...backlogKeys]), createPidLaw],
+  ] as const;
+  const problems: string[] = [];
+  for (const [name, own, make] of laws) {
+    // A law that does not know a parameter would ignore it: that is not acceptance.
+    const foreign = Object.keys(params).filter((k) => !own.has(k));
+    if (foreign.length > 0) {
+      problems.push(`${name}: does not take ${foreign.join(', ')}`);
+      continue;
+    }
+    try {
+      make(params);
+      return undefined;
+    } catch (err) {
+      problems.push(`${name}: ${(err as Error).message}`);
+    }
+  }
+  return problems.join('; ');
 }
