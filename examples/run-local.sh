@@ -18,6 +18,13 @@ trap cleanup EXIT INT TERM
 "${SLUICE[@]}" relay --port 7001 --node-id relay-a & pids+=($!)
 "${SLUICE[@]}" relay --port 7002 --node-id relay-b & pids+=($!)
 sleep 1
+# One feed beside each relay: memory above 256 MiB of RSS lowers that node's quotas.
+"${SLUICE[@]}" feed --node-id relay-a --relay http://127.0.0.1:7001 --target-bytes 256MiB & pids+=($!)
+"${SLUICE[@]}" feed --node-id relay-b --relay http://127.0.0.1:7002 --target-bytes 256MiB & pids+=($!)
 "${SLUICE[@]}" gateway --config examples/gateway.yaml & pids+=($!)
-echo "gateway on http://127.0.0.1:8080 (ws://127.0.0.1:8080 for Nostr); Ctrl-C to stop"
+# Five processes start on this machine at once: wait until the gateway says it is ready.
+ready() { node -e "fetch('http://127.0.0.1:8081/readyz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"; }
+for _ in $(seq 1 120); do ready && break; sleep 0.5; done
+ready || die "the gateway did not become ready; see the output above"
+echo "gateway ready on http://127.0.0.1:8080 (ws://127.0.0.1:8080 for Nostr), admin on 127.0.0.1:8081; Ctrl-C to stop"
 wait
