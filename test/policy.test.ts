@@ -5,6 +5,9 @@ import { describe, it } from 'node:test';
 import { validateGatewayConfig } from '../src/config/load.js';
 import { ClientAddress } from '../src/gateway/client-address.js';
 import { Policy, resolveIdentity } from '../src/quota/policy.js';
+import { clientKey } from '../src/store/keys.js';
+
+const SALT = 'test-salt';
 
 const premiumHash = createHash('sha256').update('secret-premium-key').digest('hex');
 const config = validateGatewayConfig({
@@ -44,25 +47,29 @@ describe('policy', () => {
   it('maps known API keys (plain or sha256) to tiers and ignores unknown ones', () => {
     const order = ['apiKey', 'pubkey', 'ip'] as const;
     assert.equal(
-      resolveIdentity({ apiKey: 'plain-key', ip: '1.1.1.1' }, order, policy).tier,
+      resolveIdentity({ apiKey: 'plain-key', ip: '1.1.1.1' }, order, policy, SALT).tier,
       'premium',
     );
     assert.equal(
-      resolveIdentity({ apiKey: 'secret-premium-key', ip: '1.1.1.1' }, order, policy).tier,
+      resolveIdentity({ apiKey: 'secret-premium-key', ip: '1.1.1.1' }, order, policy, SALT).tier,
       'premium',
     );
     // An unknown key must not become an identity: random keys would each get a fresh quota.
-    assert.deepEqual(resolveIdentity({ apiKey: 'made-up', ip: '1.1.1.1' }, order, policy), {
+    assert.deepEqual(resolveIdentity({ apiKey: 'made-up', ip: '1.1.1.1' }, order, policy, SALT), {
       source: 'ip',
       value: 'ip:1.1.1.1',
+      raw: '1.1.1.1',
       tier: 'default',
+      key: clientKey('ip:1.1.1.1', SALT),
     });
     assert.equal(
-      resolveIdentity({ verifiedPubkey: 'ab'.repeat(32), ip: '1.1.1.1' }, order, policy).source,
+      resolveIdentity({ verifiedPubkey: 'ab'.repeat(32), ip: '1.1.1.1' }, order, policy, SALT)
+        .source,
       'pubkey',
     );
     assert.equal(
-      resolveIdentity({ verifiedPubkey: 'ab'.repeat(32), ip: '1.1.1.1' }, ['ip'], policy).source,
+      resolveIdentity({ verifiedPubkey: 'ab'.repeat(32), ip: '1.1.1.1' }, ['ip'], policy, SALT)
+        .source,
       'ip',
     );
   });

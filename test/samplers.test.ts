@@ -81,6 +81,8 @@ describe('kernel and exposition formats', () => {
       '# HELP m x\n# TYPE m gauge\nrelay_rss_bytes 123\nrelay_rss_anon_bytes{node="a"} 4.5e+07\n';
     assert.equal(parsePrometheusValue(text, 'relay_rss_anon_bytes'), 45_000_000);
     assert.equal(parsePrometheusValue(text, 'relay_rss'), undefined);
+    assert.equal(parsePrometheusValue(text, 'relay_rss_anon_bytes', '{node="a"}'), 45_000_000);
+    assert.equal(parsePrometheusValue(text, 'relay_rss_anon_bytes', '{node="b"}'), undefined);
   });
 });
 

@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
@@ -6,7 +6,9 @@ import { finalizeEvent, generateSecretKey } from 'nostr-tools/pure';
 import { startInstance, stopInstance } from '../valkey/embedded.js';
 import { runDir } from '../valkey/paths.js';
 import { freeLoopbackPort } from '../valkey/ports.js';
+import { parsePrometheusValue } from '../pressure/samplers.js';
 import { spawnBenchRelay, spawnSluice } from './processes.js';
+import { writeResult } from './results.js';
 import type { SluiceProcess } from './processes.js';
 import { median } from './stats.js';
 
@@ -79,10 +81,9 @@ async function json<T>(url: string, headers: Record<string, string> = {}): Promi
   return (await res.json()) as T;
 }
 
-async function metricValue(url: string, name: string, labels = ''): Promise<number> {
-  const text = await (await fetch(url)).text();
-  const line = text.split('\n').find((l) => l.startsWith(`${name}${labels}`) && !l.startsWith('#'));
-  return line ? Number(line.split(' ').pop()) : 0;
+async function metricValue(url: string, name: string, labels?: string): Promise<number> {
+  // A labelled counter that never moved is not exported at all: that reads as 0.
+  return parsePrometheusValue(await (await fetch(url)).text(), name, labels) ?? 0;
 }
 
 /** One variant: a fresh relay, feed and two gateways; a calm phase, then the overload step. */
@@ -284,22 +285,10 @@ export async function runAdaptiveBench(opts: AdaptiveBenchOptions, log: (line: s
   } finally {
     await stopInstance(valkey, quiet, env);
   }
-  mkdirSync(opts.outDir, { recursive: true });
-  const file = path.join(opts.outDir, 'adaptive.json');
-  writeFileSync(
-    file,
-    JSON.stringify(
-      {
-        kind: 'adaptive-bench',
-        date: new Date().toISOString(),
-        machine: { cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model, node: process.version },
-        options: opts,
-        variants: results,
-      },
-      null,
-      2,
-    ),
-  );
+  const file = writeResult(opts.outDir, 'adaptive.json', 'adaptive-bench', {
+    options: opts,
+    variants: results,
+  });
   return { summaries: results.map((r) => r.summary), file };
 }
 

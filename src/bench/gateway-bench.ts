@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import autocannon from 'autocannon';
@@ -9,6 +9,7 @@ import { startInstance, stopInstance } from '../valkey/embedded.js';
 import { runDir } from '../valkey/paths.js';
 import { freeLoopbackPort } from '../valkey/ports.js';
 import { spawnBenchRelay, spawnSluice } from './processes.js';
+import { writeResult } from './results.js';
 import type { SluiceProcess } from './processes.js';
 import { median, minMax, shuffled, stddev } from './stats.js';
 
@@ -257,29 +258,12 @@ export async function runGatewayBench(
     rmSync(dataDir, { recursive: true, force: true });
   }
   const summary = summarise(arms, samples);
-  mkdirSync(opts.outDir, { recursive: true });
-  const file = path.join(opts.outDir, 'gateway-bench.json');
-  writeFileSync(
-    file,
-    JSON.stringify(
-      {
-        kind: 'gateway-bench',
-        date: new Date().toISOString(),
-        machine: {
-          cpus: os.cpus().length,
-          cpuModel: os.cpus()[0]?.model,
-          memGiB: os.totalmem() / 2 ** 30,
-          node: process.version,
-        },
-        options: opts,
-        note: 'load generator, gateway, relay and Valkey share this machine; compare ratios within this run',
-        samples,
-        summary,
-      },
-      null,
-      2,
-    ),
-  );
+  const file = writeResult(opts.outDir, 'gateway-bench.json', 'gateway-bench', {
+    options: opts,
+    note: 'load generator, gateway, relay and Valkey share this machine; compare ratios within this run',
+    samples,
+    summary,
+  });
   return { samples, summary, file };
 }
 

@@ -69,9 +69,8 @@ export function registerBench(program: Command): void {
       const unknown = clients.find((c) => !(CLIENT_KINDS as readonly string[]).includes(c));
       if (unknown) throw new Error(`--clients: unknown client "${unknown}"`);
       const { runGatewayBench, formatGatewaySummary } = await import('../bench/gateway-bench.js');
-      const { PROJECT_ROOT } = await import('../valkey/paths.js');
-      const stamp = new Date().toISOString().replace(/[-:]/g, '').replace('T', '_').slice(0, 15);
-      const outDir = flags.out ?? `${PROJECT_ROOT}/results/${stamp}`;
+      const { defaultResultsDir } = await import('../bench/results.js');
+      const outDir = flags.out ?? defaultResultsDir();
       const { summary, file } = await runGatewayBench(
         {
           durationSec: flags.duration,
@@ -119,8 +118,7 @@ export function registerBench(program: Command): void {
         if (bad) throw new Error(`--variants: unknown variant "${bad}"`);
         const { runAdaptiveBench, formatAdaptiveSummary } =
           await import('../bench/adaptive-bench.js');
-        const { PROJECT_ROOT } = await import('../valkey/paths.js');
-        const stamp = new Date().toISOString().replace(/[-:]/g, '').replace('T', '_').slice(0, 15);
+        const { defaultResultsDir } = await import('../bench/results.js');
         const { summaries, file } = await runAdaptiveBench(
           {
             overloadSec: flags.overloadSec,
@@ -131,7 +129,7 @@ export function registerBench(program: Command): void {
             headroomBytes: flags.headroomMib * 1024 * 1024,
             tickMs: flags.tickMs,
             variants: variants as ('none' | 'pid' | 'lead')[],
-            outDir: flags.out ?? `${PROJECT_ROOT}/results/${stamp}`,
+            outDir: flags.out ?? defaultResultsDir(),
           },
           (line) => console.error(line),
         );

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
-import { setPath, valueAt } from '../util/object-path.js';
+import { setPath, valueAt } from '../util/data.js';
 import { GatewayConfigSchema } from './schema.js';
 import type { GatewayConfig } from './schema.js';
 

@@ -8,6 +8,7 @@ import {
   lawParamsKey,
   lawParamsProblem,
 } from '../pressure/law-params.js';
+import { makeIdentity } from '../quota/policy.js';
 import type { GatewayContext } from './context.js';
 
 const LimitBody = z.object({
@@ -164,7 +165,7 @@ export function buildAdminApp(ctx: GatewayContext): FastifyInstance {
       const tier =
         source === 'apiKey' ? ctx.policy.tierOfApiKey(match[2]!) : ctx.policy.defaultTier;
       if (!tier) return problem(reply, 404, 'Unknown API key', 'this API key is not configured');
-      const identity = { source, value: id, tier } as const;
+      const identity = makeIdentity(source, match[2]!, tier, ctx.config.identity.keySalt);
       try {
         return {
           client: id,

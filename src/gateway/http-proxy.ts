@@ -5,7 +5,6 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { rateLimitHeaders, rateLimitedProblem, unavailableProblem } from '../quota/responses.js';
 import type { Problem } from '../quota/responses.js';
 import { resolveIdentity } from '../quota/policy.js';
-import { clientKey } from '../store/index.js';
 import type { GatewayContext } from './context.js';
 import { recordDecision } from './context.js';
 
@@ -56,8 +55,9 @@ export async function registerHttpProxy(app: FastifyInstance, ctx: GatewayContex
     const { cls, cost } = ctx.policy.classify(request.method, path);
     const ip = ctx.address.ip(request.raw);
     const apiKey = headerValue(request.headers, ctx.config.identity.apiKeyHeader);
-    const identity = resolveIdentity({ apiKey, ip }, ctx.config.identity.order, ctx.policy);
-    const node = ctx.pool.pick(clientKey(identity.value, ctx.config.identity.keySalt));
+    const { order, keySalt } = ctx.config.identity;
+    const identity = resolveIdentity({ apiKey, ip }, order, ctx.policy, keySalt);
+    const node = ctx.pool.pick(identity.key);
     if (!node) {
       return sendProblem(
         reply,
@@ -67,12 +67,8 @@ export async function registerHttpProxy(app: FastifyInstance, ctx: GatewayContex
     }
 
     let limitHeaders: Record<string, string> = {};
-    const free =
-      !ctx.config.quotas.enabled ||
-      cls === 'exempt' ||
-      ctx.policy.isAllowListed([ip, identity.value.slice(identity.value.indexOf(':') + 1)]);
-    if (!free) {
-      const decision = await ctx.decider.decide({ identity, cls, cost, nodeId: node.id });
+    if (cls !== 'exempt') {
+      const decision = await ctx.decider.decide({ identity, ip, cls, cost, nodeId: node.id });
       if (decision) {
         recordDecision(ctx, decision, cls, node.id);
         limitHeaders = rateLimitHeaders(decision);

@@ -4,6 +4,7 @@ import type { MultiplierBoard } from '../pressure/board.js';
 import { PRESSURE_CHANNEL, decodeReport, pressureKey } from '../pressure/report.js';
 import type { PressureReport } from '../pressure/report.js';
 import { createFeedTracker } from '../pressure/staleness.js';
+import type { FeedValue } from '../pressure/staleness.js';
 import { subscribe } from '../store/index.js';
 import type { KeyValue, StoreOptionsInput, Subscription } from '../store/index.js';
 
@@ -77,17 +78,18 @@ export class PressureSync {
     this.apply(report.node, feed, now);
   }
 
-  private apply(node: string, feed: NodeFeed, now: number): void {
+  /** Put the tracker's current value on the board; returns it. */
+  private apply(node: string, feed: NodeFeed, now: number): FeedValue {
     const v = feed.tracker.value(now / 1000);
     const emergency = v.state === 'fresh' && feed.last?.mode === 'emergency';
     this.board.applyFeed(node, v.m, v.state, emergency);
+    return v;
   }
 
   private evaluate(): void {
     const now = this.now();
     for (const [node, feed] of this.feeds) {
-      this.apply(node, feed, now);
-      const v = feed.tracker.value(now / 1000);
+      const v = this.apply(node, feed, now);
       if (v.state !== 'fresh' && now - feed.lastRepairAt >= this.settings.staleAfterMs) {
         feed.lastRepairAt = now;
         void this.repair(node);

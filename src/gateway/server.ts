@@ -46,7 +46,7 @@ export async function startGateway(
   const board = new MultiplierBoard(config.upstreams.map((u) => u.id));
   const pool = new UpstreamPool(config.upstreams, config.routing, config.healthCheck, log);
   const metrics = new GatewayMetrics(board, pool);
-  const decider = new QuotaDecider(store, policy, board, config.quotas, config.identity.keySalt, {
+  const decider = new QuotaDecider(store, policy, board, config.quotas, {
     storeCall: (seconds, ok) =>
       metrics.valkeyCall.observe({ client: store.client, result: ok ? 'ok' : 'error' }, seconds),
   });

@@ -139,14 +139,16 @@ export class ProxiedConnection {
     verifiedPubkey: string | undefined,
   ): Promise<true | string> {
     const { ctx, info } = this;
-    const identity = resolveIdentity(
-      { apiKey: info.apiKey, verifiedPubkey, ip: info.ip },
-      ctx.config.identity.order,
-      ctx.policy,
-    );
-    const rawId = identity.value.slice(identity.value.indexOf(':') + 1);
-    if (!ctx.config.quotas.enabled || ctx.policy.isAllowListed([info.ip, rawId])) return true;
-    const decision = await ctx.decider.decide({ identity, cls, cost: 1, nodeId: info.nodeId });
+    const { order, keySalt } = ctx.config.identity;
+    const candidates = { apiKey: info.apiKey, verifiedPubkey, ip: info.ip };
+    const identity = resolveIdentity(candidates, order, ctx.policy, keySalt);
+    const decision = await ctx.decider.decide({
+      identity,
+      ip: info.ip,
+      cls,
+      cost: 1,
+      nodeId: info.nodeId,
+    });
     if (!decision) return true;
     recordDecision(ctx, decision, cls, info.nodeId);
     return decision.admitted ? true : nostrRejection(decision);

@@ -48,11 +48,14 @@ export class MultiplierBoard {
     return this.nodes.has(nodeId);
   }
 
-  set(nodeId: string, value: number, source: MultiplierSource): NodeMultiplier {
-    if (!Number.isFinite(value) || value < 0 || value > 1) {
-      throw new RangeError(`a multiplier must be within [0, 1], got ${value}`);
-    }
-    const entry = { nodeId, value, source, updatedAt: this.now() };
+  /** The board's entry is always derived: override, else feed (if adaptive), else 1.0. */
+  private set(
+    nodeId: string,
+    value: number,
+    source: MultiplierSource,
+    feed?: Pick<NodeMultiplier, 'feedState' | 'emergency'>,
+  ): NodeMultiplier {
+    const entry: NodeMultiplier = { nodeId, value, source, updatedAt: this.now(), ...feed };
     this.nodes.set(nodeId, entry);
     for (const listener of this.listeners) listener(entry);
     return entry;
@@ -63,11 +66,13 @@ export class MultiplierBoard {
     this.get(nodeId);
     if (value === null) {
       this.overrides.delete(nodeId);
-      return this.refresh(nodeId);
+    } else {
+      if (!Number.isFinite(value) || value < 0 || value > 1) {
+        throw new RangeError(`a multiplier must be within [0, 1], got ${value}`);
+      }
+      this.overrides.set(nodeId, value);
     }
-    const entry = this.set(nodeId, value, 'admin');
-    this.overrides.set(nodeId, value);
-    return entry;
+    return this.refresh(nodeId);
   }
 
   hasOverride(nodeId: string): boolean {
@@ -106,10 +111,10 @@ export class MultiplierBoard {
     if (pinned !== undefined) return this.set(nodeId, pinned, 'admin');
     const feed = this.fromFeed.get(nodeId);
     if (this.adaptive && feed) {
-      const entry = this.set(nodeId, feed.value, 'feed');
-      entry.feedState = feed.state;
-      entry.emergency = feed.emergency;
-      return entry;
+      return this.set(nodeId, feed.value, 'feed', {
+        feedState: feed.state,
+        emergency: feed.emergency,
+      });
     }
     return this.set(nodeId, 1, 'default');
   }

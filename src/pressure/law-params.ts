@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { decodeJson } from '../util/data.js';
 import { DEFAULT_LEAD_LAW_PARAMS, createLeadLaw } from './lead-law.js';
 import { DEFAULT_PID_LAW_PARAMS, createPidLaw } from './pid-law.js';
 
@@ -31,13 +32,7 @@ export type LawParams = z.infer<typeof LawParamsSchema>;
 
 /** Parameters read back from Valkey, or undefined when absent or not valid. */
 export function decodeLawParams(text: string | null): LawParams | undefined {
-  if (!text) return undefined;
-  try {
-    const parsed = LawParamsSchema.safeParse(JSON.parse(text));
-    return parsed.success ? parsed.data : undefined;
-  } catch {
-    return undefined;
-  }
+  return decodeJson(LawParamsSchema, text);
 }
 
 /**

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { decodeJson } from '../util/data.js';
 
 /** One pressure report of one relay node, as the feed publishes it. */
 export const PressureReportSchema = z.object({
@@ -31,11 +32,5 @@ export function encodeReport(report: PressureReport): string {
 
 /** A report, or undefined for anything that is not one (ignored, never trusted). */
 export function decodeReport(text: string | null): PressureReport | undefined {
-  if (!text) return undefined;
-  try {
-    const parsed = PressureReportSchema.safeParse(JSON.parse(text));
-    return parsed.success ? parsed.data : undefined;
-  } catch {
-    return undefined;
-  }
+  return decodeJson(PressureReportSchema, text);
 }

@@ -52,14 +52,19 @@ export function parsePressure(text: string): Record<string, number> {
 }
 
 /**
- * The value of one metric in Prometheus text format (the first sample whose name matches,
- * labels ignored). Undefined when the metric is absent.
+ * The value of one metric in Prometheus text format: the first sample whose name matches
+ * and, when given, whose label set is exactly `labels` (e.g. '{to="emergency"}').
+ * Undefined when there is none.
  */
-export function parsePrometheusValue(text: string, metric: string): number | undefined {
+export function parsePrometheusValue(
+  text: string,
+  metric: string,
+  labels?: string,
+): number | undefined {
   for (const line of text.split('\n')) {
     if (line.startsWith('#')) continue;
     const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)/.exec(line);
-    if (m && m[1] === metric) {
+    if (m && m[1] === metric && (labels === undefined || m[2] === labels)) {
       const value = Number(m[3]);
       return Number.isFinite(value) ? value : undefined;
     }

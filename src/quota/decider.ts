@@ -1,7 +1,7 @@
 import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
 import type { GatewayConfig, Limit } from '../config/schema.js';
 import type { MultiplierBoard } from '../pressure/board.js';
-import { StoreError, clientKey } from '../store/index.js';
+import { StoreError } from '../store/index.js';
 import type { ClientKey, QuotaLimiter, Store } from '../store/index.js';
 import { effectivePoints, insuredPoints, quantiseMultiplier, secondsUntil } from './limits.js';
 import type { Identity, Policy } from './policy.js';
@@ -14,6 +14,8 @@ export type Outcome = 'allowed' | 'limited' | 'insured' | 'error';
 
 export interface QuotaRequest {
   identity: Identity;
+  /** The client's address: the allow-list may name it whatever the identity is. */
+  ip: string;
   cls: 'write' | 'read';
   cost: number;
   /** The relay node the request goes to: its multiplier scales the limit. */
@@ -60,7 +62,6 @@ export class QuotaDecider {
     private readonly policy: Policy,
     private readonly board: MultiplierBoard,
     private settings: QuotaSettings,
-    private readonly keySalt: string,
     private readonly observer: DecisionObserver = { storeCall: () => undefined },
     private readonly now: () => number = Date.now,
   ) {}
@@ -72,16 +73,26 @@ export class QuotaDecider {
     this.insurance.clear();
   }
 
-  /** Null when the request is free: exempt, allow-listed, or a class without a limit. */
+  /**
+   * The limit in force for a tier, class and node: base x the node's quantised multiplier.
+   * Undefined when the class is free in that tier.
+   */
+  private effectiveLimit(tier: string, cls: 'write' | 'read', nodeId: string) {
+    const base = this.policy.limitOf(tier, cls);
+    if (!base) return undefined;
+    const step = this.settings.multiplierStep;
+    const multiplier = quantiseMultiplier(this.board.get(nodeId).value, step);
+    return { base, multiplier, points: effectivePoints(base.points, multiplier, step) };
+  }
+
+  /** Null when the request is free: quotas off, allow-listed, or a class without a limit. */
   async decide(req: QuotaRequest): Promise<QuotaDecision | null> {
-    const base = this.policy.limitOf(req.identity.tier, req.cls);
-    if (!base) return null;
-    const multiplier = quantiseMultiplier(
-      this.board.get(req.nodeId).value,
-      this.settings.multiplierStep,
-    );
-    const points = effectivePoints(base.points, multiplier, this.settings.multiplierStep);
-    const key = clientKey(req.identity.value, this.keySalt);
+    if (!this.settings.enabled) return null;
+    if (this.policy.isAllowListed([req.ip, req.identity.raw])) return null;
+    const limit = this.effectiveLimit(req.identity.tier, req.cls, req.nodeId);
+    if (!limit) return null;
+    const { base, multiplier, points } = limit;
+    const key = req.identity.key;
     const shape = { policy: `${req.cls}s`, limit: points, windowSec: base.windowSec, multiplier };
 
     if (this.now() >= this.storeDownUntil) {
@@ -187,15 +198,11 @@ export class QuotaDecider {
 
   /** Current consumption of one identity, for the admin endpoint. */
   async usage(identity: Identity, cls: 'write' | 'read', nodeId: string) {
-    const base = this.policy.limitOf(identity.tier, cls);
-    if (!base) return null;
-    const multiplier = quantiseMultiplier(
-      this.board.get(nodeId).value,
-      this.settings.multiplierStep,
-    );
-    const points = effectivePoints(base.points, multiplier, this.settings.multiplierStep);
+    const limit = this.effectiveLimit(identity.tier, cls, nodeId);
+    if (!limit) return null;
+    const { base, points } = limit;
     const limiter = this.limiterFor(cls, identity.tier, base, points);
-    const d = await limiter.peek(clientKey(identity.value, this.keySalt));
+    const d = await limiter.peek(identity.key);
     return {
       tier: identity.tier,
       limit: points,

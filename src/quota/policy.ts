@@ -1,5 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { GatewayConfig, IdentitySource, Limit, QuotaClass, Tier } from '../config/schema.js';
+import { clientKey } from '../store/keys.js';
+import type { ClientKey } from '../store/keys.js';
 
 type QuotaSettings = GatewayConfig['quotas'];
 
@@ -33,13 +35,13 @@ export class Policy {
     this.allow = new Set(settings.allowList);
   }
 
+  /** `path` without its query string. */
   classify(method: string, path: string): Classification {
     const upper = method.toUpperCase();
     for (const route of this.settings.routes) {
-      const matchesPath =
-        path === route.path ||
-        path.startsWith(route.path.endsWith('/') ? route.path : `${route.path}/`) ||
-        path.startsWith(`${route.path}?`);
+      // Whole segments only: "/bulk" matches "/bulk" and "/bulk/x", not "/bulkier".
+      const prefix = route.path.endsWith('/') ? route.path : `${route.path}/`;
+      const matchesPath = path === route.path || path.startsWith(prefix);
       if (matchesPath && (!route.method || route.method === upper)) {
         return { cls: route.class, cost: route.cost };
       }
@@ -92,9 +94,26 @@ export class Policy {
 
 export interface Identity {
   source: IdentitySource;
-  /** The raw identity: never logged or stored as is; hashed before it becomes a key. */
+  /** "ip:…", "pk:…" or "key:…": never logged or stored as is. */
   value: string;
+  /** The identity without its prefix, as the allow-list names it. */
+  raw: string;
   tier: string;
+  /** The salted hash of `value`: the only form that reaches Valkey or routing. */
+  key: ClientKey;
+}
+
+const PREFIX: Record<IdentitySource, string> = { ip: 'ip', pubkey: 'pk', apiKey: 'key' };
+
+/** An identity with its key hashed once, for routing and for the quota counter alike. */
+export function makeIdentity(
+  source: IdentitySource,
+  raw: string,
+  tier: string,
+  salt: string,
+): Identity {
+  const value = `${PREFIX[source]}:${raw}`;
+  return { source, value, raw, tier, key: clientKey(value, salt) };
 }
 
 export interface IdentityCandidates {
@@ -109,17 +128,18 @@ export function resolveIdentity(
   candidates: IdentityCandidates,
   order: readonly IdentitySource[],
   policy: Policy,
+  salt: string,
 ): Identity {
   for (const source of order) {
     if (source === 'apiKey' && candidates.apiKey) {
       const tier = policy.tierOfApiKey(candidates.apiKey);
-      if (tier) return { source, value: `key:${candidates.apiKey}`, tier };
+      if (tier) return makeIdentity(source, candidates.apiKey, tier, salt);
     } else if (source === 'pubkey' && candidates.verifiedPubkey) {
-      return { source, value: `pk:${candidates.verifiedPubkey}`, tier: policy.defaultTier };
+      return makeIdentity(source, candidates.verifiedPubkey, policy.defaultTier, salt);
     } else if (source === 'ip') {
-      return { source, value: `ip:${candidates.ip}`, tier: policy.defaultTier };
+      break;
     }
   }
   // The IP is always known: it is the identity of last resort even when not in the order.
-  return { source: 'ip', value: `ip:${candidates.ip}`, tier: policy.defaultTier };
+  return makeIdentity('ip', candidates.ip, policy.defaultTier, salt);
 }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { valueAt } from '../util/object-path.js';
+import { valueAt } from '../util/data.js';
 import { StoreConfigError } from './errors.js';
 
 export const CLIENT_KINDS = ['valkey-glide', 'iovalkey', 'ioredis'] as const;

@@ -106,10 +106,20 @@ function tailOf(file: string, lines = 8): string {
 }
 
 /** True while the PID is a live (not zombie) server process listening on `port`. */
-export function isOurServer(pid: number, port: number, binary?: string): boolean {
+/** True while the process exists and is not a zombie (a zombie still answers kill(0)). */
+export function isLive(pid: number): boolean {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    if (stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z')) return false;
+    // The state letter follows the command name, which may itself hold spaces or ")".
+    return !stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z');
+  } catch {
+    return false;
+  }
+}
+
+export function isOurServer(pid: number, port: number, binary?: string): boolean {
+  if (!isLive(pid)) return false;
+  try {
     const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
     if (!/(valkey|redis)-server/.test(cmdline) || !cmdline.includes(String(port))) return false;
     if (binary) return realpathSync(readlinkSync(`/proc/${pid}/exe`)) === realpathSync(binary);

@@ -1,8 +1,8 @@
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
+import { isLive } from '../../src/valkey/server.js';
+import { CLI } from '../../src/bench/processes.js';
 
-export const CLI = fileURLToPath(new URL('../../src/cli.js', import.meta.url));
+export { CLI };
 
 export interface CliResult {
   status: number | null;
@@ -21,17 +21,4 @@ export function sluice(args: string[], env: NodeJS.ProcessEnv, timeoutMs = 60_00
 }
 
 /** True while a process with this PID exists and is not a zombie. */
-export function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return false;
-  }
-  try {
-    // A zombie still answers kill(0); its state letter follows the command name.
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return !stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z');
-  } catch {
-    return false;
-  }
-}
+export const isAlive = isLive;

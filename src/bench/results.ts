@@ -1,0 +1,32 @@
+import { mkdirSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { PROJECT_ROOT } from '../valkey/paths.js';
+
+/** results/<YYYYMMDD_HHMMSS> (UTC) inside the project. */
+export function defaultResultsDir(now = new Date()): string {
+  const stamp = now.toISOString().replace(/[-:]/g, '').replace('T', '_').slice(0, 15);
+  return path.join(PROJECT_ROOT, 'results', stamp);
+}
+
+/** Write one benchmark's result file, with the date and the machine it ran on. */
+export function writeResult(
+  outDir: string,
+  name: string,
+  kind: string,
+  payload: Record<string, unknown>,
+): string {
+  mkdirSync(outDir, { recursive: true });
+  const file = path.join(outDir, name);
+  const machine = {
+    cpus: os.cpus().length,
+    cpuModel: os.cpus()[0]?.model,
+    memGiB: os.totalmem() / 2 ** 30,
+    node: process.version,
+  };
+  writeFileSync(
+    file,
+    JSON.stringify({ kind, date: new Date().toISOString(), machine, ...payload }, null, 2),
+  );
+  return file;
+}
