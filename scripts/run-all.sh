@@ -1,45 +1,339 @@
 #!/usr/bin/env bash
-# The main command. Installs what is missing, starts its own Valkey (standalone and a 6-node
-# cluster), runs the work, and stops everything it started on every exit path.
-#
-# Until the full benchmark suite lands, every mode runs the smoke: consume through each of
-# the three clients on both topologies, check the admitted counts, print a table.
+# The main command: benchmark every chosen client x topology x workload x concurrency, N runs
+# each, interleaved, through ./scripts/run-benchmark.sh; then write the HTML report and CSV.
+# Installs what is missing, starts its own Valkey (standalone and a 6-node cluster) and
+# reference relays unless addresses are given, and stops everything it started on every exit.
 set -euo pipefail
 source "$(dirname "$0")/lib/common.sh"
 
 usage() {
   cat <<USAGE
-usage: ./scripts/run-all.sh [--quick] [--help]
+usage: ./scripts/run-all.sh [options]        (no options on a terminal: a menu)
 
-  --quick   set up, start Valkey (standalone + cluster), consume through every client on
-            both topologies, print a table, stop (about a minute)
-  --help    this text
+  --quick                 every client on both topologies, light + flood + nostr + adaptive,
+                          4 s runs x 3: the whole thing in a few minutes
+  --clients LIST          valkey-glide, iovalkey, ioredis, each optionally :cluster, comma- or
+                          space-separated; or a group: all | standalone | cluster (default all)
+  --workload W            light | heavy | both | flood | nostr | adaptive | everything,
+                          or a comma list of them (default both)
+  --duration-mode M       dynamic (120 s up to 100 connections, 180 s above, +30 s for cluster)
+                          | fixed30 | fixed120 | custom:N (default dynamic)
+  --concurrency "N ..."   connection counts (default "50 100")
+  --runs N                runs per configuration (default 3)
+  --warmup S              unrecorded seconds before each run (default 3)
+  --keys N                client identities in the load (default 10000)
+  --distribution D        uniform | zipf (default uniform)
+  --no-baselines          skip quotas-off and the @fastify/rate-limit peer
+  --valkey-standalone H:P use a running standalone Valkey instead of starting one
+  --valkey-cluster H:P    use a running cluster (any node) instead of starting one
+  --relay URL             use a running relay for light/flood/nostr (heavy: --heavy-relay URL,
+                          which must run with --work-iterations 500)
+  --seed N                seed of the run order, event pool and key draw (default 1)
+  --help                  this text
 
-Environment: SLUICE_BENCH_STANDALONE_PORT (default 6380), SLUICE_BENCH_CLUSTER_BASE (default 7200).
+Results: results/<YYYYMMDD_HHMMSS>/ (one JSON per run, benchmark.log, README.md, report.html,
+summary.csv) and the results/latest link.
 USAGE
 }
 
-for arg in "$@"; do
-  case "$arg" in
-    --quick) ;;
+clients="all"
+workload="both"
+duration_mode="dynamic"
+concurrency="50 100"
+runs=3
+warmup=3
+keys=10000
+distribution="uniform"
+baselines=1
+seed=1
+quick=0
+valkey_standalone=""
+valkey_cluster=""
+relay_url=""
+heavy_relay_url=""
+adaptive_duration=180
+
+need() { [ "$#" -ge 2 ] && [ -n "$2" ] || die "$1 needs a value (see --help)"; }
+
+menu() {
+  local choice
+  echo "sluice benchmark: choose (Enter keeps the default)"
+  echo " 1) quick: every client, both topologies, a few minutes"
+  echo " 2) standard: light + heavy, 30 s runs, 50 and 100 connections, 3 runs"
+  echo " 3) full: light + heavy + flood + nostr + adaptive, dynamic durations"
+  echo " 4) custom"
+  read -r -p "mode [1]: " choice
+  case "${choice:-1}" in
+    1) quick=1 ;;
+    2) duration_mode=fixed30 ;;
+    3) workload=everything ;;
+    4)
+      read -r -p "clients (all|standalone|cluster|list) [$clients]: " choice
+      clients="${choice:-$clients}"
+      read -r -p "workload (light|heavy|both|flood|nostr|adaptive|everything) [$workload]: " choice
+      workload="${choice:-$workload}"
+      read -r -p "duration mode (dynamic|fixed30|fixed120|custom:N) [$duration_mode]: " choice
+      duration_mode="${choice:-$duration_mode}"
+      read -r -p "concurrency [$concurrency]: " choice
+      concurrency="${choice:-$concurrency}"
+      read -r -p "runs [$runs]: " choice
+      runs="${choice:-$runs}"
+      ;;
+    *) die "no such choice: $choice" ;;
+  esac
+}
+
+original_args=("$@")
+if [ "$#" -eq 0 ] && [ -t 0 ] && [ -t 1 ]; then
+  menu
+fi
+while [ "$#" -gt 0 ]; do
+  case "$1" in
+    --quick) quick=1 ;;
+    --clients) need "$@"; clients="$2"; shift ;;
+    --workload) need "$@"; workload="$2"; shift ;;
+    --duration-mode) need "$@"; duration_mode="$2"; shift ;;
+    --concurrency) need "$@"; concurrency="$2"; shift ;;
+    --runs) need "$@"; runs="$2"; shift ;;
+    --warmup) need "$@"; warmup="$2"; shift ;;
+    --keys) need "$@"; keys="$2"; shift ;;
+    --distribution) need "$@"; distribution="$2"; shift ;;
+    --no-baselines) baselines=0 ;;
+    --valkey-standalone) need "$@"; valkey_standalone="$2"; shift ;;
+    --valkey-cluster) need "$@"; valkey_cluster="$2"; shift ;;
+    --relay) need "$@"; relay_url="$2"; shift ;;
+    --heavy-relay) need "$@"; heavy_relay_url="$2"; shift ;;
+    --seed) need "$@"; seed="$2"; shift ;;
     -h | --help) usage; exit 0 ;;
-    *) usage >&2; die "unknown option: $arg" ;;
+    *) usage >&2; die "unknown option: $1" ;;
+  esac
+  shift
+done
+
+if [ "$quick" = 1 ]; then
+  clients="all"
+  workload="light,flood,nostr,adaptive"
+  duration_mode="custom:4"
+  concurrency="50"
+  warmup=1
+  adaptive_duration=40
+fi
+
+# --- validate and expand the choices ---------------------------------------------------
+[[ "$runs" =~ ^[1-9][0-9]*$ ]] || die "--runs must be a positive integer, got '$runs'"
+[[ "$warmup" =~ ^[0-9]+$ ]] || die "--warmup must be a whole number of seconds, got '$warmup'"
+[[ "$seed" =~ ^[1-9][0-9]*$ ]] || die "--seed must be a positive integer, got '$seed'"
+for c in $concurrency; do
+  [[ "$c" =~ ^[1-9][0-9]*$ ]] || die "--concurrency takes positive integers, got '$c'"
+done
+[ -n "${concurrency// /}" ] || die "--concurrency needs at least one value"
+
+targets=()
+for item in ${clients//,/ }; do
+  case "$item" in
+    all) targets+=(valkey-glide iovalkey ioredis valkey-glide:cluster iovalkey:cluster ioredis:cluster) ;;
+    standalone) targets+=(valkey-glide iovalkey ioredis) ;;
+    cluster) targets+=(valkey-glide:cluster iovalkey:cluster ioredis:cluster) ;;
+    valkey-glide | iovalkey | ioredis | valkey-glide:cluster | iovalkey:cluster | ioredis:cluster)
+      targets+=("$item") ;;
+    *) die "--clients: unknown client '$item' (valkey-glide, iovalkey, ioredis, optionally :cluster, or all/standalone/cluster)" ;;
+  esac
+done
+[ "${#targets[@]}" -gt 0 ] || die "--clients names no client"
+modes=()
+for t in "${targets[@]}"; do
+  m=standalone
+  [[ "$t" == *:cluster ]] && m=cluster
+  [[ " ${modes[*]} " == *" $m "* ]] || modes+=("$m")
+done
+
+workloads=()
+for w in ${workload//,/ }; do
+  case "$w" in
+    light | heavy | flood | nostr) workloads+=("$w") ;;
+    both) workloads+=(light heavy) ;;
+    adaptive) workloads+=(adaptive) ;;
+    everything) workloads+=(light heavy flood nostr adaptive) ;;
+    *) die "--workload: unknown workload '$w' (light, heavy, both, flood, nostr, adaptive, everything)" ;;
   esac
 done
 
-STANDALONE_PORT="${SLUICE_BENCH_STANDALONE_PORT:-6380}"
-CLUSTER_BASE="${SLUICE_BENCH_CLUSTER_BASE:-7200}"
-export SLUICE_RUN_DIR="$ROOT/.run/bench"
+duration_for() { # connections mode
+  case "$duration_mode" in
+    dynamic)
+      local d=120
+      [ "$1" -gt 100 ] && d=180
+      [ "$2" = cluster ] && d=$((d + 30))
+      echo "$d" ;;
+    fixed30) echo 30 ;;
+    fixed120) echo 120 ;;
+    custom:*)
+      local n="${duration_mode#custom:}"
+      [[ "$n" =~ ^[1-9][0-9]*$ ]] || die "--duration-mode custom:N needs a positive N, got '$n'"
+      echo "$n" ;;
+    *) die "--duration-mode: unknown mode '$duration_mode' (dynamic, fixed30, fixed120, custom:N)" ;;
+  esac
+}
+duration_for 50 standalone >/dev/null # validate early
 
+# Every configuration: "implementation[:cluster] workload connections duration".
+configs=()
+for w in "${workloads[@]}"; do
+  if [ "$w" = adaptive ]; then
+    # The pressure-feed scenario once per law, through the first chosen client.
+    for law in none pid lead; do
+      configs+=("${targets[0]} adaptive-$law 4 $adaptive_duration")
+    done
+    continue
+  fi
+  for c in $concurrency; do
+    for t in "${targets[@]}"; do
+      m=standalone
+      [[ "$t" == *:cluster ]] && m=cluster
+      configs+=("$t $w $c $(duration_for "$c" "$m")")
+    done
+    [ "$baselines" = 1 ] || continue
+    for m in "${modes[@]}"; do
+      suffix=""
+      [ "$m" = cluster ] && suffix=":cluster"
+      # The ceiling has nothing to reject, and the peer has no tiers or WebSocket: each
+      # baseline runs where it means something.
+      case "$w" in
+        light | heavy | nostr) configs+=("quotas-off$suffix $w $c $(duration_for "$c" "$m")") ;;
+      esac
+      case "$w" in
+        light | heavy) configs+=("fastify-rate-limit$suffix $w $c $(duration_for "$c" "$m")") ;;
+      esac
+    done
+  done
+done
+if [ "$quick" = 1 ]; then
+  # Quick keeps every client on both topologies for light and flood; Nostr on standalone
+  # only, and two of the three adaptive laws.
+  kept=()
+  for cfg in "${configs[@]}"; do
+    case "$cfg" in
+      *:cluster\ nostr\ * | *\ adaptive-pid\ *) ;;
+      *) kept+=("$cfg") ;;
+    esac
+  done
+  configs=("${kept[@]}")
+fi
+
+# --- set up, then start what is not given -----------------------------------------------
 setup
+export SLUICE_RUN_DIR="$ROOT/.run/bench"
+export SLUICE_SKIP_SETUP=1
+[ -t 1 ] && export SLUICE_PROGRESS_TTY=1
 
-stop_valkey() { "${SLUICE[@]}" valkey stop --all >/dev/null 2>&1 || true; }
-trap stop_valkey EXIT
+RESULTS_DIR="$ROOT/results/$(results_stamp)"
+mkdir -p "$RESULTS_DIR"
+ln -sfn "$(basename "$RESULTS_DIR")" "$ROOT/results/latest"
+LOG="$RESULTS_DIR/benchmark.log"
+exec > >(tee -a "$LOG") 2>&1
+
+own_valkey=0
+cleanup() {
+  stop_started
+  [ "$own_valkey" = 0 ] || "${SLUICE[@]}" valkey stop --all >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-say "starting Valkey: standalone on $STANDALONE_PORT, cluster on $CLUSTER_BASE-$((CLUSTER_BASE + 5))"
-"${SLUICE[@]}" valkey start --port "$STANDALONE_PORT"
-"${SLUICE[@]}" valkey start --cluster --base-port "$CLUSTER_BASE"
+STANDALONE_PORT="${SLUICE_BENCH_STANDALONE_PORT:-6380}"
+CLUSTER_BASE="${SLUICE_BENCH_CLUSTER_BASE:-7200}"
+if [[ " ${modes[*]} " == *" standalone "* ]] && [ -z "$valkey_standalone" ]; then
+  say "starting Valkey standalone on $STANDALONE_PORT"
+  own_valkey=1
+  "${SLUICE[@]}" valkey start --port "$STANDALONE_PORT"
+  valkey_standalone="127.0.0.1:$STANDALONE_PORT"
+fi
+if [[ " ${modes[*]} " == *" cluster "* ]] && [ -z "$valkey_cluster" ]; then
+  say "starting a 6-node Valkey cluster on $CLUSTER_BASE-$((CLUSTER_BASE + 5))"
+  own_valkey=1
+  "${SLUICE[@]}" valkey start --cluster --base-port "$CLUSTER_BASE"
+  valkey_cluster="127.0.0.1:$CLUSTER_BASE"
+fi
+needs() { [[ " ${workloads[*]} " == *" $1 "* ]]; }
+if [ -z "$relay_url" ] && { needs light || needs flood || needs nostr; }; then
+  relay_url="$(start_relay relay-a 0 "$SLUICE_RUN_DIR/relay-light")"
+  say "reference relay (light writes) at $relay_url"
+fi
+if [ -z "$heavy_relay_url" ] && needs heavy; then
+  heavy_relay_url="$(start_relay relay-a 500 "$SLUICE_RUN_DIR/relay-heavy")"
+  say "reference relay (heavy writes: 500 sha256 rounds each) at $heavy_relay_url"
+fi
 
-say "smoke: every client on both topologies"
-"${SLUICE[@]}" bench smoke --standalone "127.0.0.1:$STANDALONE_PORT" --cluster "127.0.0.1:$CLUSTER_BASE"
+# --- the run's README --------------------------------------------------------------------
+{
+  echo "# sluice benchmark run $(basename "$RESULTS_DIR")"
+  echo
+  echo "Command: \`./scripts/run-all.sh ${original_args[*]}\`"
+  echo
+  echo "## Machine"
+  echo "- CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //') x $(nproc)"
+  echo "- Memory: $(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)"
+  echo "- Kernel: $(uname -sr)"
+  echo "- Node.js $(node --version), Python $(.venv/bin/python --version | cut -d' ' -f2)"
+  echo
+  echo "## Versions"
+  for pkg in rate-limiter-flexible @valkey/valkey-glide iovalkey ioredis fastify @fastify/rate-limit autocannon; do
+    echo "- $pkg $(node -p "require('./node_modules/$pkg/package.json').version")"
+  done
+  echo "- Valkey: see \`versions.valkey\` in each run file"
+  echo
+  echo "## Settings"
+  echo "- configurations: ${#configs[@]}; runs each: $runs (interleaved in a shuffled order per round)"
+  echo "- duration mode: $duration_mode; concurrency: $concurrency; warm-up: ${warmup}s"
+  echo "- client identities: $keys, $distribution; write quota 100 per 1 s per identity"
+  echo "- Valkey: standalone ${valkey_standalone:-none}, cluster ${valkey_cluster:-none}"
+  echo "- every Valkey client: command timeout 1000 ms, connect timeout 5000 ms, in-flight limit 1000"
+  echo "- load generator, gateway, relay and Valkey share this machine: compare ratios within the run"
+} >"$RESULTS_DIR/README.md"
+
+# --- the runs: each round runs every configuration once, in a shuffled order -------------
+# The adaptive scenario is long and recorded as time series: it runs once per law.
+n_once=0
+for cfg in "${configs[@]}"; do [[ "$cfg" == *\ adaptive-* ]] && n_once=$((n_once + 1)); done
+total=$(( (${#configs[@]} - n_once) * runs + n_once ))
+k=0
+failed_runs=0
+bar() { # done total
+  local width=30 filled
+  filled=$(( $1 * width / $2 ))
+  printf '[%s%s] %d/%d' "$(printf '%*s' "$filled" '' | tr ' ' '#')" \
+    "$(printf '%*s' $((width - filled)) '' | tr ' ' '-')" "$1" "$2"
+}
+say "${#configs[@]} configurations, $runs runs each (adaptive: one per law) = $total runs -> $RESULTS_DIR"
+started_at=$(date +%s)
+for run in $(seq 1 "$runs"); do
+  mapfile -t order < <(printf '%s\n' "${configs[@]}" | shuf --random-source=<(yes "$seed-$run"))
+  for cfg in "${order[@]}"; do
+    read -r target wl conn dur <<<"$cfg"
+    runs_of=$runs
+    if [[ "$wl" == adaptive-* ]]; then
+      [ "$run" = 1 ] || continue
+      runs_of=1
+    fi
+    k=$((k + 1))
+    say "$(bar "$k" "$total")  run $run/$runs  $target $wl ${conn}c ${dur}s"
+    valkey="$valkey_standalone"
+    [[ "$target" == *:cluster ]] && valkey="$valkey_cluster"
+    relay="$relay_url"
+    [ "$wl" = heavy ] && relay="$heavy_relay_url"
+    [[ "$wl" == adaptive-* ]] && relay=""
+    set +e
+    DURATION="$dur" CONNECTIONS="$conn" REQUEST_TYPE="$wl" RATE_LIMITER_TYPE="$target" \
+      WARMUP="$warmup" RUN="$run" RUNS="$runs_of" KEYS="$keys" DISTRIBUTION="$distribution" \
+      SEED="$seed" VALKEY_STANDALONE="$valkey" VALKEY_CLUSTER="$valkey" RELAY_URL="$relay" \
+      RESULTS_DIR="$RESULTS_DIR" "$ROOT/scripts/run-benchmark.sh"
+    rc=$?
+    set -e
+    [ "$rc" -eq 0 ] || failed_runs=$((failed_runs + 1))
+  done
+done
+say "runs finished in $(( $(date +%s) - started_at ))s; $failed_runs of $total failed (marked in their files and the report)"
+
+say "writing the report"
+.venv/bin/python scripts/generate_report.py "$RESULTS_DIR"
+say "report: results/latest/report.html  csv: results/latest/summary.csv"

@@ -52,3 +52,34 @@ setup() {
   ensure_venv
   build
 }
+
+# Background processes this script started (by PID), stopped by stop_started.
+STARTED_PIDS=()
+
+# start_relay NODE_ID WORK_ITERATIONS DATA_DIR: a reference relay on a free loopback port;
+# prints its URL once it answers (its PID joins STARTED_PIDS).
+start_relay() {
+  local id="$1" work="$2" dir="$3" log="$3.log" url=""
+  mkdir -p "$dir"
+  "${SLUICE[@]}" relay --port 0 --node-id "$id" --data-dir "$dir" --fresh \
+    --work-iterations "$work" >"$log" 2>&1 &
+  STARTED_PIDS+=($!)
+  for _ in $(seq 1 100); do
+    url="$(sed -n 's/^sluice relay ready: \(http:[^ ]*\).*/\1/p' "$log" | head -1)"
+    [ -n "$url" ] && { echo "$url"; return 0; }
+    kill -0 "${STARTED_PIDS[-1]}" 2>/dev/null || break
+    sleep 0.1
+  done
+  cat "$log" >&2
+  die "relay $id did not start"
+}
+
+stop_started() {
+  local pid
+  for pid in "${STARTED_PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${STARTED_PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  STARTED_PIDS=()
+}
+
+# UTC stamp for results/<YYYYMMDD_HHMMSS>.
+results_stamp() { date -u +%Y%m%d_%H%M%S; }

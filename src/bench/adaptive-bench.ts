@@ -11,6 +11,25 @@ import { spawnBenchRelay, spawnSluice } from './processes.js';
 import { writeResult } from './results.js';
 import type { SluiceProcess } from './processes.js';
 import { median } from './stats.js';
+import { ProcessSampler } from './run/proc-sampler.js';
+import type { ProcessUsage, WatchedProcess } from './run/proc-sampler.js';
+import type { ClientKind, Topology } from '../store/options.js';
+
+/** The Valkey a variant's feed and gateways use. */
+export interface AdaptiveValkey {
+  client: ClientKind;
+  mode: Topology;
+  nodes: string[];
+}
+
+/** What the writers got back, by kind. */
+export interface WriteCounts {
+  requests: number;
+  ok2xx: number;
+  limited429: number;
+  otherNon2xx: number;
+  errors: number;
+}
 
 const ADMIN_TOKEN = 'bench-admin-token-0123456789';
 
@@ -86,13 +105,17 @@ async function metricValue(url: string, name: string, labels?: string): Promise<
   return parsePrometheusValue(await (await fetch(url)).text(), name, labels) ?? 0;
 }
 
-/** One variant: a fresh relay, feed and two gateways; a calm phase, then the overload step. */
-async function runVariant(
+/**
+ * One variant: a fresh relay, feed and two gateways; a calm phase, then the overload step.
+ * `watch` names further processes (the Valkey nodes) to sample beside the variant's own.
+ */
+export async function runVariant(
   variant: Variant,
-  opts: AdaptiveBenchOptions,
-  valkeyPort: number,
+  opts: Omit<AdaptiveBenchOptions, 'variants' | 'outDir'>,
+  valkey: AdaptiveValkey,
   env: NodeJS.ProcessEnv,
   log: (l: string) => void,
+  watch: WatchedProcess[] = [],
 ) {
   const started: SluiceProcess[] = [];
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'sluice-adaptive-relay-'));
@@ -115,9 +138,11 @@ async function runVariant(
         '--law',
         variant === 'pid' ? 'pid' : 'lead',
         '--valkey-client',
-        'ioredis',
+        valkey.client,
+        '--valkey-mode',
+        valkey.mode,
         '--valkey-nodes',
-        `127.0.0.1:${valkeyPort}`,
+        valkey.nodes.join(','),
       ],
       { env },
     );
@@ -134,7 +159,7 @@ async function runVariant(
         JSON.stringify({
           listen: { port: 0 },
           admin: { port: 0, token: ADMIN_TOKEN },
-          valkey: { client: 'ioredis', nodes: [`127.0.0.1:${valkeyPort}`] },
+          valkey: { client: valkey.client, mode: valkey.mode, nodes: valkey.nodes },
           upstreams: [{ id: 'relay-a', url: relay.url }],
           logging: { level: 'warn' },
           limits: { maxBodyBytes: 4 * eventBytes },
@@ -159,6 +184,13 @@ async function runVariant(
     const sk = generateSecretKey();
     const content = 'x'.repeat(opts.eventContentBytes);
     let admitted = 0;
+    const counts: WriteCounts = {
+      requests: 0,
+      ok2xx: 0,
+      limited429: 0,
+      otherNon2xx: 0,
+      errors: 0,
+    };
     let stop = false;
     let offeredPerSec = sustainablePerSec * 0.5;
     let n = 0;
@@ -172,12 +204,28 @@ async function runVariant(
           ),
         );
         const status = await post(`${gateways[w % 2]!.url}/events`, body, '127.0.0.3');
+        if (status === 0) counts.errors++;
+        else {
+          counts.requests++;
+          if (status >= 200 && status < 300) counts.ok2xx++;
+          else if (status === 429) counts.limited429++;
+          else counts.otherNon2xx++;
+        }
         if (status === 200) admitted++;
         // Pace each writer to its share of the offered rate.
         const wait = (1000 * 4) / offeredPerSec - (Date.now() - t0);
         if (wait > 0) await new Promise((r) => setTimeout(r, wait));
       }
     };
+    const sampler = new ProcessSampler([
+      { role: 'relay', name: 'relay-a', pid: relay.pid },
+      { role: 'feed', name: 'feed relay-a', pid: feed.pid },
+      ...started
+        .slice(2)
+        .map((g, i) => ({ role: 'gateway' as const, name: `gateway ${i + 1}`, pid: g.pid })),
+      ...watch,
+    ]);
+    sampler.start();
     const writers = [0, 1, 2, 3].map(writer);
     const samples: Sample[] = [];
     const t0 = Date.now();
@@ -213,6 +261,8 @@ async function runVariant(
     }
     stop = true;
     await Promise.all(writers);
+    const wallSeconds = (Date.now() - t0) / 1000;
+    const processes: ProcessUsage[] = sampler.stop();
 
     const feedMetrics = `${/^sluice feed ready: (\S+)/.exec(feed.readyLine)![1]}/metrics`;
     const entries = await metricValue(
@@ -262,7 +312,7 @@ async function runVariant(
     log(
       `${variant}: peak u ${summary.peakUOverTarget.toFixed(2)}, ${summary.secondsAboveTarget}s above target, accepted ${summary.acceptedShareOfSustainable.toFixed(2)} of sustainable`,
     );
-    return { summary, samples, target, idle, quotaPerSec };
+    return { summary, samples, target, idle, quotaPerSec, counts, wallSeconds, processes };
   } finally {
     await Promise.allSettled(started.reverse().map((p) => p.stop()));
     rmSync(dataDir, { recursive: true, force: true });
@@ -280,7 +330,10 @@ export async function runAdaptiveBench(opts: AdaptiveBenchOptions, log: (line: s
       log(
         `variant ${variant}: ${opts.calmSec}s calm, then ${opts.overloadSec}s at ${opts.overload}x the relay's drain`,
       );
-      results.push(await runVariant(variant, opts, valkey.port, env, log));
+      const nodes = [`127.0.0.1:${valkey.port}`];
+      results.push(
+        await runVariant(variant, opts, { client: 'ioredis', mode: 'standalone', nodes }, env, log),
+      );
     }
   } finally {
     await stopInstance(valkey, quiet, env);

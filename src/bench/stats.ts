@@ -17,16 +17,21 @@ export function minMax(values: readonly number[]): [number, number] {
   return [Math.min(...values), Math.max(...values)];
 }
 
-/** Deterministic shuffle (mulberry32), so a run's arm order can be reproduced from its seed. */
-export function shuffled<T>(items: readonly T[], seed: number): T[] {
+/** A seeded PRNG (mulberry32) returning [0, 1): benchmark loads are reproducible from a seed. */
+export function seededRandom(seed: number): () => number {
   let a = seed >>> 0;
-  const random = () => {
+  return () => {
     a = (a + 0x6d2b79f5) >>> 0;
     let t = a;
     t = Math.imul(t ^ (t >>> 15), t | 1);
     t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
+}
+
+/** Deterministic shuffle, so a run's arm order can be reproduced from its seed. */
+export function shuffled<T>(items: readonly T[], seed: number): T[] {
+  const random = seededRandom(seed);
   const out = [...items];
   for (let i = out.length - 1; i > 0; i--) {
     const j = Math.floor(random() * (i + 1));

@@ -1,5 +1,7 @@
 import type { Command } from 'commander';
 import { positiveInt } from './valkey.js';
+import { registerBenchRun } from './bench-run.js';
+import { registerPeer } from './bench-peer.js';
 import type { SmokeTarget } from '../bench/smoke.js';
 import { parseNodeAddress } from '../store/options.js';
 
@@ -21,6 +23,8 @@ interface SmokeFlags {
 
 export function registerBench(program: Command): void {
   const bench = program.command('bench').description('benchmarks and smoke runs');
+  registerBenchRun(bench);
+  registerPeer(bench);
   bench
     .command('smoke')
     .description('consume through each client on each topology and check the counts')

@@ -9,6 +9,9 @@ import {
   stopInstance,
 } from '../valkey/embedded.js';
 import type { InstanceSelector, Logger } from '../valkey/embedded.js';
+import { CLUSTER_SIZE, formCluster, isClusterFormed } from '../valkey/cluster.js';
+import { parseNodeAddress } from '../store/options.js';
+import type { NodeAddress } from '../store/options.js';
 
 export function parsePort(value: string): number {
   const port = Number(value);
@@ -23,6 +26,20 @@ export function positiveInt(value: string): number {
   if (!Number.isInteger(n) || n < 1)
     throw new InvalidArgumentError(`"${value}" is not a positive integer`);
   return n;
+}
+
+function nodeList(value: string): NodeAddress[] {
+  const nodes = value.split(',').map((text) => {
+    try {
+      return parseNodeAddress(text);
+    } catch (err) {
+      throw new InvalidArgumentError((err as Error).message);
+    }
+  });
+  if (nodes.length !== CLUSTER_SIZE) {
+    throw new InvalidArgumentError(`give ${CLUSTER_SIZE} nodes, got ${nodes.length}`);
+  }
+  return nodes;
 }
 
 interface InstanceFlags {
@@ -73,6 +90,28 @@ export function registerValkey(program: Command): void {
     .action(async (flags: InstanceFlags & { all?: boolean }) => {
       if (flags.all) await stopAll(log);
       else await stopInstance(selector(flags), log);
+    });
+
+  valkey
+    .command('create-cluster')
+    .description(
+      'form a cluster (3 primaries, 3 replicas) from six running cluster-enabled nodes, ' +
+        'as start --cluster does (idempotent)',
+    )
+    .requiredOption(
+      '--nodes <list>',
+      'the six nodes, comma-separated host:port; the first three become the primaries',
+      nodeList,
+    )
+    .option('--timeout-ms <n>', 'how long the cluster may take to converge', positiveInt, 30_000)
+    .action(async (flags: { nodes: NodeAddress[]; timeoutMs: number }) => {
+      const where = flags.nodes.map((n) => `${n.host}:${n.port}`).join(',');
+      if (await isClusterFormed(flags.nodes)) {
+        log.info(`cluster on ${where} is already formed`);
+        return;
+      }
+      await formCluster(flags.nodes, flags.timeoutMs);
+      log.info(`cluster formed on ${where}: 3 primaries, 3 replicas, all slots assigned`);
     });
 
   valkey

@@ -78,6 +78,15 @@ export function buildAdminApp(ctx: GatewayContext): FastifyInstance {
 
   app.get('/admin/flow-control', () => flowControlState(ctx));
 
+  // The Valkey client and the settings it was given, as passed to the library (benchmarks
+  // record them with each result).
+  app.get('/admin/valkey', () => ({
+    client: ctx.config.valkey.client,
+    mode: ctx.config.valkey.mode,
+    nodes: ctx.config.valkey.nodes,
+    settings: ctx.store.settings,
+  }));
+
   app.get('/admin/flow-control/law', async (_request, reply) => {
     try {
       const entries = await Promise.all(

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# One measured run of one configuration, from environment variables: the public benchmark's
+# interface (DURATION, CONNECTIONS, REQUEST_TYPE, RATE_LIMITER_TYPE, OUTPUT_FILE) plus ours.
+# run-all.sh calls this same script for every run it makes.
+set -euo pipefail
+source "$(dirname "$0")/lib/common.sh"
+
+usage() {
+  cat <<USAGE
+usage: [VAR=value ...] ./scripts/run-benchmark.sh
+
+  DURATION           seconds measured (default 30)
+  CONNECTIONS        concurrent connections (default 10)
+  REQUEST_TYPE       light | heavy | flood | nostr | adaptive-none | adaptive-pid | adaptive-lead
+                     (default light)
+  RATE_LIMITER_TYPE  valkey-glide | iovalkey | ioredis | quotas-off | fastify-rate-limit,
+                     optionally with :cluster (default valkey-glide)
+  OUTPUT_FILE        result file (default results/<timestamp>/<standard name>.json)
+
+  WARMUP             seconds of unrecorded load first (default 3)
+  RUN, RUNS          index of this run and runs in the session (default 1, 1)
+  KEYS               client identities in the load (default 10000)
+  DISTRIBUTION       uniform | zipf (default uniform); ZIPF_EXPONENT (default 1.1)
+  FLOOD_SHARE        flood: share of identities far over their limit (default 0.9)
+  QUOTA_POINTS, QUOTA_WINDOW_SEC   write quota per identity (default 100 per 1 s)
+  IN_MEMORY_BLOCK    1 or 0 (default 1)
+  WORK_ITERATIONS    relay CPU work per write (default 500 for heavy, else 0)
+  SEED               seed of the event pool and the key draw (default 1)
+  VALKEY_STANDALONE  host:port of a running standalone Valkey (else one is started)
+  VALKEY_CLUSTER     host:port of any node of a running cluster (else one is started)
+  RELAY_URL          a running reference relay with the workload's WORK_ITERATIONS
+                     (else one is started for this run)
+  RESULTS_DIR        where the result goes when OUTPUT_FILE is not set
+  SLUICE_SKIP_SETUP  1: do not install or build (run-all.sh has done it)
+USAGE
+}
+case "${1:-}" in
+  -h | --help) usage; exit 0 ;;
+  "") ;;
+  *) usage >&2; die "run-benchmark.sh takes its settings from the environment, not arguments" ;;
+esac
+
+DURATION="${DURATION:-30}"
+CONNECTIONS="${CONNECTIONS:-10}"
+REQUEST_TYPE="${REQUEST_TYPE:-light}"
+RATE_LIMITER_TYPE="${RATE_LIMITER_TYPE:-valkey-glide}"
+
+[ "${SLUICE_SKIP_SETUP:-0}" = 1 ] || setup
+export SLUICE_RUN_DIR="${SLUICE_RUN_DIR:-$ROOT/.run/run-benchmark}"
+
+cleanup() {
+  stop_started
+  [ -z "${OWN_VALKEY:-}" ] || "${SLUICE[@]}" valkey stop --all >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+case "$RATE_LIMITER_TYPE" in
+  *:cluster) mode=cluster ;;
+  *) mode=standalone ;;
+esac
+if [ "$mode" = cluster ]; then
+  valkey="${VALKEY_CLUSTER:-}"
+  if [ -z "$valkey" ]; then
+    base="${SLUICE_BENCH_CLUSTER_BASE:-7300}"
+    OWN_VALKEY=1
+    "${SLUICE[@]}" valkey start --cluster --base-port "$base" >&2
+    valkey="127.0.0.1:$base"
+  fi
+else
+  valkey="${VALKEY_STANDALONE:-}"
+  if [ -z "$valkey" ]; then
+    port="${SLUICE_BENCH_STANDALONE_PORT:-6381}"
+    OWN_VALKEY=1
+    "${SLUICE[@]}" valkey start --port "$port" >&2
+    valkey="127.0.0.1:$port"
+  fi
+fi
+
+args=(bench run --implementation "$RATE_LIMITER_TYPE" --workload "$REQUEST_TYPE"
+  --connections "$CONNECTIONS" --duration "$DURATION" --warmup "${WARMUP:-3}"
+  --run "${RUN:-1}" --runs "${RUNS:-1}" --keys "${KEYS:-10000}"
+  --distribution "${DISTRIBUTION:-uniform}" --zipf-exponent "${ZIPF_EXPONENT:-1.1}"
+  --flood-share "${FLOOD_SHARE:-0.9}" --quota-points "${QUOTA_POINTS:-100}"
+  --quota-window-sec "${QUOTA_WINDOW_SEC:-1}" --seed "${SEED:-1}" --valkey "$valkey")
+[ "${IN_MEMORY_BLOCK:-1}" = 1 ] || args+=(--no-in-memory-block)
+[ -z "${WORK_ITERATIONS:-}" ] || args+=(--work-iterations "$WORK_ITERATIONS")
+[ -z "${RELAY_URL:-}" ] || args+=(--relay "$RELAY_URL")
+if [ -n "${OUTPUT_FILE:-}" ]; then
+  args+=(--out "$OUTPUT_FILE")
+else
+  if [ -z "${RESULTS_DIR:-}" ]; then
+    RESULTS_DIR="$ROOT/results/$(results_stamp)"
+    mkdir -p "$RESULTS_DIR"
+    ln -sfn "$(basename "$RESULTS_DIR")" "$ROOT/results/latest"
+  fi
+  args+=(--out-dir "$RESULTS_DIR")
+fi
+
+# Exit status: 0 the run is usable, 2 it finished but failed (the file says why), 1 error.
+"${SLUICE[@]}" "${args[@]}"

@@ -1,0 +1,66 @@
+/** The machine and the software versions a result was measured with. */
+import { readFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { openNodeConnection } from '../../store/node.js';
+import type { NodeAddress } from '../../store/options.js';
+import { parseInfo } from '../../valkey/cluster.js';
+import { PROJECT_ROOT } from '../../valkey/paths.js';
+
+const PACKAGES = [
+  'rate-limiter-flexible',
+  '@valkey/valkey-glide',
+  'iovalkey',
+  'ioredis',
+  'fastify',
+  '@fastify/reply-from',
+  '@fastify/rate-limit',
+  'ws',
+  'autocannon',
+];
+
+function packageVersion(dir: string): string {
+  try {
+    const pkg = JSON.parse(readFileSync(path.join(dir, 'package.json'), 'utf8')) as {
+      version?: string;
+    };
+    return pkg.version ?? 'unknown';
+  } catch {
+    return 'not installed';
+  }
+}
+
+export function machine() {
+  return {
+    cpus: os.cpus().length,
+    cpuModel: os.cpus()[0]?.model ?? 'unknown',
+    memGiB: Number((os.totalmem() / 2 ** 30).toFixed(1)),
+    kernel: `${os.type()} ${os.release()}`,
+    node: process.version,
+  };
+}
+
+export async function versions(valkey?: NodeAddress): Promise<Record<string, string>> {
+  const out: Record<string, string> = { sluice: packageVersion(PROJECT_ROOT) };
+  for (const name of PACKAGES) {
+    out[name] = packageVersion(path.join(PROJECT_ROOT, 'node_modules', name));
+  }
+  if (valkey) {
+    try {
+      const conn = await openNodeConnection(valkey);
+      try {
+        const info = parseInfo(String(await conn.call('INFO', 'server')));
+        out.valkey = info.valkey_version ?? `redis ${info.redis_version}`;
+      } finally {
+        conn.close();
+      }
+    } catch (err) {
+      out.valkey = `unreachable (${(err as Error).message})`;
+    }
+  }
+  return out;
+}
+
+export async function environment(valkey?: NodeAddress) {
+  return { machine: machine(), versions: await versions(valkey) };
+}

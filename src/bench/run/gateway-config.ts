@@ -1,0 +1,56 @@
+/** The gateway configuration a benchmark run uses: everything explicit, request logging off. */
+import type { NodeAddress } from '../../store/options.js';
+import type { RunConfig } from './config.js';
+import { apiKeyOf, isFlooder } from './keys.js';
+
+export const BENCH_ADMIN_TOKEN = 'bench-admin-token-0123456789';
+/** Equal for every client and written into each result (the public benchmark left defaults). */
+export const BENCH_VALKEY_TIMEOUTS = { connectTimeoutMs: 5000, commandTimeoutMs: 1000 };
+export const BENCH_INFLIGHT_LIMIT = 1000;
+
+export function benchGatewayConfig(
+  cfg: RunConfig,
+  valkey: NodeAddress,
+  relayUrl: string,
+  maxBodyBytes: number,
+) {
+  const flood = cfg.workload === 'flood';
+  const apiKeys = flood
+    ? Object.fromEntries(
+        Array.from({ length: cfg.keys }, (_, i) => [
+          apiKeyOf(i),
+          isFlooder(i, cfg.keys, cfg.floodShare ?? 0) ? 'flood' : 'default',
+        ]),
+      )
+    : {};
+  return {
+    listen: { host: '127.0.0.1', port: 0 },
+    admin: { host: '127.0.0.1', port: 0, token: BENCH_ADMIN_TOKEN },
+    valkey: {
+      client: cfg.client ?? 'ioredis',
+      mode: cfg.mode,
+      nodes: [`${valkey.host}:${valkey.port}`],
+      ...BENCH_VALKEY_TIMEOUTS,
+      inflightLimit: BENCH_INFLIGHT_LIMIT,
+    },
+    upstreams: [{ id: 'relay-a', url: relayUrl }],
+    // The load generator is the only peer; it names its clients in X-Forwarded-For.
+    trustedProxies: ['127.0.0.1'],
+    logging: { level: 'warn', requests: false },
+    limits: { maxBodyBytes },
+    identity: { order: flood ? ['apiKey', 'ip'] : ['ip'] },
+    quotas: {
+      enabled: cfg.implementation !== 'quotas-off',
+      // A fresh counter space per run: runs never inherit each other's consumption.
+      keyPrefix: `bench-${Date.now().toString(36)}-${cfg.run}`,
+      inMemoryBlock: cfg.inMemoryBlock,
+      tiers: {
+        default: { write: cfg.quota },
+        // One write an hour: the harness spends it before the warm-up (see exhaustFlooders),
+        // so every flooder is over its limit for the whole run.
+        flood: { write: { points: 1, windowSec: 3600 } },
+      },
+      apiKeys,
+    },
+  };
+}

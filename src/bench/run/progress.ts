@@ -1,0 +1,34 @@
+/**
+ * A progress bar on a terminal; on anything else, nothing. run-all.sh pipes output into its
+ * log, so it sets SLUICE_PROGRESS_TTY=1 to have the bar drawn on the terminal directly.
+ */
+import { openSync, writeSync } from 'node:fs';
+
+function terminal(): ((text: string) => void) | undefined {
+  if (process.stderr.isTTY) return (text) => process.stderr.write(text);
+  if (process.env.SLUICE_PROGRESS_TTY !== '1') return undefined;
+  try {
+    const fd = openSync('/dev/tty', 'w');
+    return (text) => writeSync(fd, text);
+  } catch {
+    return undefined;
+  }
+}
+
+export function progressBar(label: string, totalSec: number) {
+  const write = terminal();
+  if (!write) return { update: (_sec: number) => undefined, done: () => undefined };
+  const width = 30;
+  return {
+    update(sec: number) {
+      const share = Math.min(1, sec / totalSec);
+      const filled = Math.round(share * width);
+      write(
+        `\r  ${label} [${'#'.repeat(filled)}${'-'.repeat(width - filled)}] ${sec.toFixed(0)}/${totalSec}s `,
+      );
+    },
+    done() {
+      write('\r\x1b[2K');
+    },
+  };
+}

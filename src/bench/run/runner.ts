@@ -1,0 +1,338 @@
+/**
+ * One benchmark run: start what it needs (relay unless given, the gateway or the peer under
+ * test), warm up, then measure a closed-loop load while sampling every process under test and
+ * counting Valkey's commands; write the result file; stop what it started.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { NodeAddress } from '../../store/options.js';
+import { spawnSluice } from '../processes.js';
+import type { SluiceProcess } from '../processes.js';
+import type { RunConfig } from './config.js';
+import { eventPool, preload } from './event-pool.js';
+import { BENCH_ADMIN_TOKEN, BENCH_VALKEY_TIMEOUTS, benchGatewayConfig } from './gateway-config.js';
+import { runHttpLoad } from './http-load.js';
+import type { LoadResult } from './http-load.js';
+import { apiKeyOf, clientAddress, keySampler } from './keys.js';
+import { ProcessSampler } from './proc-sampler.js';
+import type { ProcessUsage, WatchedProcess } from './proc-sampler.js';
+import { progressBar } from './progress.js';
+import { commandCalls, commandDelta, discoverNodes, watchedValkey } from './valkey-stats.js';
+import type { ValkeyNode } from './valkey-stats.js';
+import { runNostrLoad } from '../ws-load.js';
+import { environment } from './environment.js';
+
+export const RESULT_SCHEMA = 'sluice-bench-run/1';
+const POOL_SIZE = 500;
+
+export interface RunTargets {
+  /** Any node of the topology the run uses. */
+  valkey: NodeAddress;
+  /** A relay already running (its /stats must match the workload); otherwise one is started. */
+  relayUrl?: string;
+}
+
+export interface RunResult {
+  schema: typeof RESULT_SCHEMA;
+  status: 'ok' | 'failed';
+  failureReasons: string[];
+  config: Omit<RunConfig, 'seed'> & { seed: number };
+  clientSettings: Record<string, unknown> | null;
+  startedAt: string;
+  finishedAt: string;
+  machine: Record<string, unknown>;
+  versions: Record<string, string>;
+  wallSeconds: number | null;
+  counts: LoadResult['counts'] | null;
+  rates: {
+    requestsPerSec: number;
+    okPerSec: number;
+    limitedPerSec: number;
+    errorsPerSec: number;
+  } | null;
+  latencyMs: LoadResult['latencyMs'];
+  processes: ProcessUsage[];
+  valkey: ReturnType<typeof commandDelta> | null;
+  timeseries: Record<string, unknown[]> | null;
+  adaptive: Record<string, unknown> | null;
+}
+
+function roundAll<T extends object>(values: T): T {
+  return Object.fromEntries(
+    Object.entries(values).map(([k, v]) => [k, Number((v as number).toFixed(3))]),
+  ) as T;
+}
+
+/** Nostr rejections other than rate-limited, in the shape HTTP statuses take. */
+function otherStatuses(otherRejected: number): Record<string, number> {
+  return otherRejected ? { 'OK false': otherRejected } : {};
+}
+
+/** One write from each flooder, so all of them start the run over their limit. */
+async function exhaustFlooders(url: string, cfg: RunConfig, body: string): Promise<void> {
+  const flooders = Math.floor((cfg.floodShare ?? 0) * cfg.keys);
+  let next = 0;
+  const worker = async () => {
+    while (next < flooders) {
+      const i = next++;
+      const res = await fetch(`${url}/events`, {
+        method: 'POST',
+        body,
+        headers: {
+          'content-type': 'application/json',
+          'x-api-key': apiKeyOf(i),
+          'x-forwarded-for': clientAddress(i),
+        },
+      });
+      await res.arrayBuffer();
+    }
+  };
+  await Promise.all(Array.from({ length: 32 }, worker));
+}
+
+/** Why a finished run cannot be used; empty when it can. */
+export function failureReasons(cfg: RunConfig, load: LoadResult): string[] {
+  const reasons: string[] = [];
+  const c = load.counts;
+  if (c.requests === 0) reasons.push('no responses');
+  if (c.errors > 0) reasons.push(`${c.errors} connection errors or timeouts`);
+  for (const [code, count] of Object.entries(c.otherStatuses)) {
+    reasons.push(`${count} responses with status ${code}`);
+  }
+  if (c.otherNon2xx > 0 && Object.keys(c.otherStatuses).length === 0) {
+    reasons.push(`${c.otherNon2xx} rejections other than rate-limited`);
+  }
+  if (cfg.implementation === 'quotas-off' && c.limited429 > 0) {
+    reasons.push(`${c.limited429} rate-limited answers with quotas off`);
+  }
+  return reasons;
+}
+
+function rates(load: LoadResult) {
+  const s = load.wallSeconds;
+  return {
+    requestsPerSec: load.counts.requests / s,
+    okPerSec: load.counts.ok2xx / s,
+    limitedPerSec: load.counts.limited429 / s,
+    errorsPerSec: load.counts.errors / s,
+  };
+}
+
+async function relayStats(url: string) {
+  const res = await fetch(`${url}/stats`);
+  if (!res.ok) throw new Error(`relay ${url}/stats answered ${res.status}`);
+  return (await res.json()) as { pid: number; workIterations: number; nodeId: string };
+}
+
+async function adminJson(admin: string, route: string): Promise<Record<string, unknown>> {
+  const res = await fetch(`${admin}${route}`, {
+    headers: { authorization: `Bearer ${BENCH_ADMIN_TOKEN}` },
+  });
+  if (!res.ok) throw new Error(`${route} answered ${res.status}`);
+  return (await res.json()) as Record<string, unknown>;
+}
+
+/** The system under test: the sluice gateway (quotas on or off) or the peer. */
+async function startFrontEnd(
+  cfg: RunConfig,
+  valkey: NodeAddress,
+  relayUrl: string,
+  workDir: string,
+  maxBodyBytes: number,
+): Promise<{ proc: SluiceProcess; role: 'gateway' | 'peer'; settings: Record<string, unknown> }> {
+  if (cfg.implementation === 'fastify-rate-limit') {
+    const proc = await spawnSluice([
+      'bench',
+      'peer',
+      '--port',
+      '0',
+      '--upstream',
+      relayUrl,
+      '--valkey-mode',
+      cfg.mode,
+      '--valkey-nodes',
+      `${valkey.host}:${valkey.port}`,
+      '--points',
+      String(cfg.quota.points),
+      '--window-sec',
+      String(cfg.quota.windowSec),
+      '--trusted-proxies',
+      '127.0.0.1',
+    ]);
+    const settingsLine = /settings=(\{.*\})\s*$/.exec(proc.readyLine)?.[1];
+    const settings = settingsLine
+      ? (JSON.parse(settingsLine) as Record<string, unknown>)
+      : { client: 'ioredis', mode: cfg.mode, ...BENCH_VALKEY_TIMEOUTS };
+    return { proc, role: 'peer', settings };
+  }
+  const file = path.join(workDir, 'gateway.json');
+  writeFileSync(file, JSON.stringify(benchGatewayConfig(cfg, valkey, relayUrl, maxBodyBytes)));
+  const proc = await spawnSluice(['gateway', '--config', file]);
+  const admin = /admin=(\S+)/.exec(proc.readyLine)![1]!;
+  const v = await adminJson(admin, '/admin/valkey');
+  return {
+    proc,
+    role: 'gateway',
+    settings: cfg.implementation === 'quotas-off' ? { quotas: 'off', ...v } : v,
+  };
+}
+
+export async function runOnce(
+  cfg: RunConfig,
+  targets: RunTargets,
+  log: (line: string) => void,
+): Promise<RunResult> {
+  const startedAt = new Date().toISOString();
+  const t0 = performance.now();
+  const phase = (what: string) =>
+    log(`  [${((performance.now() - t0) / 1000).toFixed(1)}s] ${what}`);
+  const started: SluiceProcess[] = [];
+  const workDir = mkdtempSync(path.join(os.tmpdir(), 'sluice-bench-run-'));
+  const base = {
+    schema: RESULT_SCHEMA as typeof RESULT_SCHEMA,
+    config: cfg,
+    startedAt,
+    ...(await environment(targets.valkey)),
+    timeseries: null,
+    adaptive: null,
+  };
+  let clientSettings: Record<string, unknown> | null = null;
+  try {
+    const pool = eventPool(POOL_SIZE, cfg.seed);
+    const maxBodyBytes = 64 * 1024;
+    let relayUrl = targets.relayUrl;
+    if (!relayUrl) {
+      const relay = await spawnSluice([
+        'relay',
+        '--port',
+        '0',
+        '--node-id',
+        'relay-a',
+        '--data-dir',
+        path.join(workDir, 'relay'),
+        '--fresh',
+        '--work-iterations',
+        String(cfg.relayWorkIterations),
+      ]);
+      started.push(relay);
+      relayUrl = relay.url;
+    }
+    const relay = await relayStats(relayUrl);
+    if (relay.workIterations !== cfg.relayWorkIterations) {
+      throw new Error(
+        `the relay at ${relayUrl} does ${relay.workIterations} work iterations per write; this workload needs ${cfg.relayWorkIterations}`,
+      );
+    }
+    await preload(relayUrl, pool);
+    phase('relay ready, pool loaded');
+
+    const front = await startFrontEnd(cfg, targets.valkey, relayUrl, workDir, maxBodyBytes);
+    started.push(front.proc);
+    clientSettings = front.settings;
+    phase(`${front.role} ready`);
+    const nodes: ValkeyNode[] = await discoverNodes(targets.valkey);
+    const watched: WatchedProcess[] = [
+      { role: front.role, name: front.role, pid: front.proc.pid },
+      { role: 'relay', name: relay.nodeId, pid: relay.pid },
+      ...watchedValkey(nodes),
+    ];
+
+    const pick = keySampler({
+      keys: cfg.keys,
+      distribution: cfg.distribution,
+      zipfExponent: cfg.zipfExponent ?? 1,
+      seed: cfg.seed + cfg.run,
+    });
+    const headersFor = (): Record<string, string> => {
+      const i = pick();
+      return cfg.workload === 'flood'
+        ? { 'x-api-key': apiKeyOf(i), 'x-forwarded-for': clientAddress(i) }
+        : { 'x-forwarded-for': clientAddress(i) };
+    };
+    const load = (seconds: number, onTick?: (s: number) => void): Promise<LoadResult> =>
+      cfg.transport === 'websocket'
+        ? runNostrLoad({
+            url: front.proc.url.replace(/^http/, 'ws'),
+            connections: cfg.connections,
+            durationSec: seconds,
+            events: pool,
+            headersFor: () => headersFor(),
+            onProgress: onTick,
+          }).then((r) => ({
+            wallSeconds: r.wallSeconds,
+            counts: {
+              requests: r.counts.requests,
+              ok2xx: r.counts.ok,
+              limited429: r.counts.limited,
+              otherNon2xx: r.counts.otherRejected,
+              errors: r.counts.errors + r.counts.timeouts,
+              timeouts: r.counts.timeouts,
+              otherStatuses: otherStatuses(r.counts.otherRejected),
+            },
+            latencyMs: r.latencyMs && roundAll(r.latencyMs),
+          }))
+        : runHttpLoad({
+            url: front.proc.url,
+            connections: cfg.connections,
+            durationSec: seconds,
+            bodies: pool,
+            headersFor,
+            onTick,
+          });
+
+    if (cfg.workload === 'flood') {
+      await exhaustFlooders(front.proc.url, cfg, pool[0]!);
+      phase('flooders over their limit');
+    }
+    const label = `${cfg.implementation}:${cfg.mode} ${cfg.workload} ${cfg.connections}c run ${cfg.run}/${cfg.runs}`;
+    if (cfg.warmupSec > 0) {
+      const bar = progressBar(`${label} warm-up`, cfg.warmupSec);
+      await load(cfg.warmupSec, (s) => bar.update(s));
+      bar.done();
+    }
+    phase('measuring');
+    const before = await commandCalls(nodes);
+    const sampler = new ProcessSampler(watched);
+    sampler.start();
+    const bar = progressBar(label, cfg.durationSec);
+    const result = await load(cfg.durationSec, (s) => bar.update(s));
+    bar.done();
+    const processes = sampler.stop();
+    const after = await commandCalls(nodes);
+    phase('measured');
+    const reasons = failureReasons(cfg, result);
+    return {
+      ...base,
+      status: reasons.length ? 'failed' : 'ok',
+      failureReasons: reasons,
+      clientSettings,
+      finishedAt: new Date().toISOString(),
+      wallSeconds: result.wallSeconds,
+      counts: result.counts,
+      rates: rates(result),
+      latencyMs: result.latencyMs,
+      processes,
+      valkey: commandDelta(before, after, result.counts.requests),
+    };
+  } catch (err) {
+    const reason = err instanceof Error ? err.message : String(err);
+    log(`run failed: ${reason}`);
+    return {
+      ...base,
+      status: 'failed',
+      failureReasons: [reason],
+      clientSettings,
+      finishedAt: new Date().toISOString(),
+      wallSeconds: null,
+      counts: null,
+      rates: null,
+      latencyMs: null,
+      processes: [],
+      valkey: null,
+    };
+  } finally {
+    await Promise.allSettled(started.reverse().map((p) => p.stop()));
+    rmSync(workDir, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,16 @@
+import path from 'node:path';
+import type { RunResult } from './runner.js';
+
+/** One line per run for the log: what ran, what it measured, where the file is. */
+export function formatRunLine(r: RunResult, file: string): string {
+  const c = r.config;
+  const head = `${c.implementation}:${c.mode} ${c.workload} ${c.connections}c ${c.durationSec}s run ${c.run}/${c.runs}`;
+  if (r.status !== 'ok' || !r.rates || !r.counts) {
+    return `${head}: FAILED (${r.failureReasons.join('; ')}) -> ${path.basename(file)}`;
+  }
+  const share = r.counts.requests ? (100 * r.counts.limited429) / r.counts.requests : 0;
+  const lat = r.latencyMs ? `, p50 ${r.latencyMs.p50} ms, p99 ${r.latencyMs.p99} ms` : '';
+  const cmds =
+    r.valkey?.perRequest != null ? `, ${r.valkey.perRequest.toFixed(2)} Valkey cmds/req` : '';
+  return `${head}: ${r.rates.requestsPerSec.toFixed(0)} req/s (${share.toFixed(1)}% 429)${lat}${cmds} -> ${path.basename(file)}`;
+}

@@ -1,0 +1,242 @@
+import { performance } from 'node:perf_hooks';
+import { WebSocket } from 'ws';
+import type { RawData } from 'ws';
+
+/**
+ * The Nostr load: many WebSocket connections, each sending one EVENT at a time and waiting
+ * for its OK before the next (like autocannon's default pipelining of 1).
+ */
+export interface NostrLoadOptions {
+  /** ws://... of a relay or a gateway. */
+  url: string;
+  connections: number;
+  durationSec: number;
+  /** Serialized signed Nostr events (JSON objects as text), sent round robin. */
+  events: string[];
+  /** Headers of connection `conn`'s upgrade request, e.g. X-Forwarded-For. */
+  headersFor(conn: number): Record<string, string>;
+  /** Called about once a second of the measured window. */
+  onProgress?(elapsedSec: number): void;
+}
+
+export interface LatencySummary {
+  p50: number;
+  p90: number;
+  p99: number;
+  max: number;
+  mean: number;
+}
+
+export interface NostrLoadResult {
+  /** The measured sending window: from all connections open to the stop. */
+  wallSeconds: number;
+  counts: {
+    /** OK frames received for the event in flight. */
+    requests: number;
+    /** OK true. */
+    ok: number;
+    /** OK false with a "rate-limited:" message. */
+    limited: number;
+    /** Any other OK false. */
+    otherRejected: number;
+    notices: number;
+    /** Connections that failed to open, errored or closed before the end. */
+    errors: number;
+    /** EVENTs with no OK by the end of the window plus the grace period. */
+    timeouts: number;
+  };
+  /** Send to OK, in ms, of every OK counted in requests; null when there were none. */
+  latencyMs: LatencySummary | null;
+}
+
+/** How long after the window outstanding OKs are awaited. */
+export const GRACE_MS = 2000;
+const CONNECT_TIMEOUT_MS = 10_000;
+const CLOSE_TIMEOUT_MS = 1000;
+
+/**
+ * Exact percentiles of a list (nearest rank: the smallest value with at least p% of the
+ * values at or below it), with the max and the mean. null for an empty list.
+ */
+export function percentiles(values: readonly number[]): LatencySummary | null {
+  if (values.length === 0) return null;
+  const sorted = Float64Array.from(values).sort();
+  const n = sorted.length;
+  const rank = (p: number) => sorted[Math.min(n, Math.max(1, Math.ceil((p / 100) * n))) - 1]!;
+  let sum = 0;
+  for (const v of sorted) sum += v;
+  return { p50: rank(50), p90: rank(90), p99: rank(99), max: sorted[n - 1]!, mean: sum / n };
+}
+
+/** The event id of each pool entry, read once (frames are sent as the text given). */
+function eventIds(events: readonly string[]): string[] {
+  return events.map((text, i) => {
+    const id = (JSON.parse(text) as { id?: unknown }).id;
+    if (typeof id !== 'string') throw new Error(`events[${i}] has no id`);
+    return id;
+  });
+}
+
+function text(data: RawData): string {
+  if (Buffer.isBuffer(data)) return data.toString('utf8');
+  if (Array.isArray(data)) return Buffer.concat(data).toString('utf8');
+  return Buffer.from(data).toString('utf8');
+}
+
+export async function runNostrLoad(opts: NostrLoadOptions): Promise<NostrLoadResult> {
+  if (opts.events.length === 0) throw new Error('runNostrLoad: the event pool is empty');
+  const ids = eventIds(opts.events);
+  const frames = opts.events.map((ev) => `["EVENT",${ev}]`);
+  const counts = {
+    requests: 0,
+    ok: 0,
+    limited: 0,
+    otherRejected: 0,
+    notices: 0,
+    errors: 0,
+    timeouts: 0,
+  };
+  const latencies: number[] = [];
+  let sending = false;
+  let finished = false;
+  /** Resolved whenever a connection has nothing in flight any more (for the grace wait). */
+  let onIdle: (() => void) | undefined;
+
+  interface Conn {
+    ws: WebSocket;
+    next: number;
+    inFlight?: { id: string; sentAt: number };
+    dead: boolean;
+  }
+
+  const conns: Conn[] = [];
+
+  const fail = (conn: Conn) => {
+    if (conn.dead) return;
+    conn.dead = true;
+    // An event lost with its connection is part of that error, not a timeout.
+    conn.inFlight = undefined;
+    if (!finished) counts.errors++;
+    onIdle?.();
+  };
+
+  const sendNext = (conn: Conn) => {
+    if (!sending || conn.dead || conn.ws.readyState !== WebSocket.OPEN) return;
+    const i = conn.next;
+    conn.next = (i + 1) % frames.length;
+    conn.inFlight = { id: ids[i]!, sentAt: performance.now() };
+    conn.ws.send(frames[i]!, (err) => {
+      if (err) fail(conn);
+    });
+  };
+
+  const onMessage = (conn: Conn, data: RawData) => {
+    let msg: unknown;
+    try {
+      msg = JSON.parse(text(data));
+    } catch {
+      return;
+    }
+    if (!Array.isArray(msg)) return;
+    if (msg[0] === 'NOTICE') {
+      counts.notices++;
+      return;
+    }
+    const pending = conn.inFlight;
+    if (msg[0] !== 'OK' || !pending || msg[1] !== pending.id) return;
+    latencies.push(performance.now() - pending.sentAt);
+    conn.inFlight = undefined;
+    counts.requests++;
+    if (msg[2] === true) counts.ok++;
+    else if (typeof msg[3] === 'string' && msg[3].startsWith('rate-limited:')) counts.limited++;
+    else counts.otherRejected++;
+    if (sending) sendNext(conn);
+    else onIdle?.();
+  };
+
+  const open = (index: number): Promise<void> =>
+    new Promise((resolve) => {
+      let ws: WebSocket;
+      try {
+        ws = new WebSocket(opts.url, {
+          headers: opts.headersFor(index),
+          perMessageDeflate: false,
+          handshakeTimeout: CONNECT_TIMEOUT_MS,
+        });
+      } catch {
+        counts.errors++;
+        return resolve();
+      }
+      const conn: Conn = {
+        ws,
+        next: (index * Math.max(1, Math.floor(frames.length / opts.connections))) % frames.length,
+        dead: false,
+      };
+      conns.push(conn);
+      ws.on('message', (data) => onMessage(conn, data));
+      ws.on('error', () => {
+        fail(conn);
+        resolve();
+      });
+      ws.on('close', () => {
+        fail(conn);
+        resolve();
+      });
+      ws.once('open', () => resolve());
+    });
+
+  await Promise.all(Array.from({ length: opts.connections }, (_, i) => open(i)));
+
+  // The measured window starts with every connection open (or failed).
+  const t0 = performance.now();
+  sending = true;
+  for (const conn of conns) sendNext(conn);
+  const progress = opts.onProgress
+    ? setInterval(() => opts.onProgress!((performance.now() - t0) / 1000), 1000)
+    : undefined;
+  await new Promise<void>((resolve) => setTimeout(resolve, opts.durationSec * 1000));
+  sending = false;
+  const wallSeconds = (performance.now() - t0) / 1000;
+  if (progress) clearInterval(progress);
+
+  // Wait for the OKs still outstanding, up to the grace period.
+  const outstanding = () => conns.filter((c) => !c.dead && c.inFlight).length;
+  const graceEnd = performance.now() + GRACE_MS;
+  while (outstanding() > 0 && performance.now() < graceEnd) {
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, Math.max(1, graceEnd - performance.now()));
+      onIdle = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+    onIdle = undefined;
+  }
+  counts.timeouts = outstanding();
+  finished = true;
+
+  await Promise.all(conns.map(closeQuietly));
+  return { wallSeconds, counts, latencyMs: percentiles(latencies) };
+}
+
+/** Close with 1000 and wait for the close handshake, briefly; then drop the socket. */
+function closeQuietly(conn: { ws: WebSocket }): Promise<void> {
+  const { ws } = conn;
+  if (ws.readyState === WebSocket.CLOSED) return Promise.resolve();
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => {
+      ws.terminate();
+      resolve();
+    }, CLOSE_TIMEOUT_MS);
+    ws.once('close', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    try {
+      if (ws.readyState === WebSocket.CONNECTING) ws.terminate();
+      else ws.close(1000, 'load finished');
+    } catch {
+      ws.terminate();
+    }
+  });
+}

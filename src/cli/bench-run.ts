@@ -1,0 +1,157 @@
+import { Option } from 'commander';
+import type { Command } from 'commander';
+import type { Workload } from '../bench/run/config.js';
+import { positiveInt } from './valkey.js';
+
+interface RunFlags {
+  implementation: string;
+  workload: string;
+  connections: number;
+  duration: number;
+  warmup: number;
+  run: number;
+  runs: number;
+  keys: number;
+  distribution: 'uniform' | 'zipf';
+  zipfExponent: number;
+  floodShare: number;
+  quotaPoints: number;
+  quotaWindowSec: number;
+  inMemoryBlock: boolean;
+  workIterations: number;
+  seed: number;
+  valkey: string;
+  relay?: string;
+  out?: string;
+  outDir?: string;
+}
+
+function share(text: string): number {
+  const x = Number(text);
+  if (!(x >= 0 && x <= 1)) throw new Error(`expected a share between 0 and 1, got "${text}"`);
+  return x;
+}
+
+function positiveNumber(text: string): number {
+  const x = Number(text);
+  if (!(x > 0)) throw new Error(`expected a positive number, got "${text}"`);
+  return x;
+}
+
+/** Heavy writes cost the relay this many sha256 rounds each (~1 ms of one core here). */
+export const HEAVY_WORK_ITERATIONS = 500;
+
+export function registerBenchRun(bench: Command): void {
+  bench
+    .command('run')
+    .description(
+      'one measured run of one configuration (what run-benchmark.sh and run-all.sh call): ' +
+        'starts the relay unless --relay is given, and the gateway or peer under test',
+    )
+    .requiredOption(
+      '--implementation <name>',
+      'valkey-glide | iovalkey | ioredis | quotas-off | fastify-rate-limit, optionally :cluster',
+    )
+    .addOption(
+      new Option('--workload <name>', 'what the load writes')
+        .choices([
+          'light',
+          'heavy',
+          'flood',
+          'nostr',
+          'adaptive-none',
+          'adaptive-pid',
+          'adaptive-lead',
+        ])
+        .default('light'),
+    )
+    .option(
+      '--connections <n>',
+      'concurrent connections (adaptive: fixed at 4 writers)',
+      positiveInt,
+      50,
+    )
+    .option('--duration <s>', 'seconds measured', positiveInt, 10)
+    .option('--warmup <s>', 'seconds of unrecorded load first', (v) => Number(v), 3)
+    .option('--run <n>', 'index of this run (names the file)', positiveInt, 1)
+    .option('--runs <n>', 'runs of this configuration in the session (recorded)', positiveInt, 1)
+    .option('--keys <n>', 'distinct client identities in the load', positiveInt, 10_000)
+    .addOption(
+      new Option('--distribution <d>', 'how requests pick identities')
+        .choices(['uniform', 'zipf'])
+        .default('uniform'),
+    )
+    .option('--zipf-exponent <s>', 'Zipf exponent', positiveNumber, 1.1)
+    .option('--flood-share <x>', 'flood: share of identities far over their limit', share, 0.9)
+    .option('--quota-points <n>', 'write quota per identity per window', positiveInt, 100)
+    .option('--quota-window-sec <s>', 'quota window', positiveInt, 1)
+    .option('--no-in-memory-block', 'consult Valkey even for clients known to be over limit')
+    .option(
+      '--work-iterations <n>',
+      `relay CPU work per write (default: ${HEAVY_WORK_ITERATIONS} for heavy, else 0)`,
+      (v) => Number(v),
+    )
+    .option('--seed <n>', 'seed of the event pool and the key draw', positiveInt, 1)
+    .requiredOption('--valkey <host:port>', 'any node of the Valkey the run uses')
+    .option('--relay <url>', 'a running reference relay (else one is started)')
+    .option('--out <file>', 'result file (default: <out-dir>/<standard name>)')
+    .option('--out-dir <dir>', 'results directory (default results/<timestamp>)')
+    .action(async (flags: RunFlags) => {
+      const { parseTarget, clientOf, runFileName } = await import('../bench/run/config.js');
+      const { parseNodeAddress } = await import('../store/options.js');
+      const target = parseTarget(flags.implementation);
+      const workload = flags.workload as Workload;
+      const adaptive = workload.startsWith('adaptive-');
+      if (adaptive && target.implementation === 'quotas-off') {
+        throw new Error('the adaptive workload needs quotas: pick a Valkey client');
+      }
+      if (
+        target.implementation === 'fastify-rate-limit' &&
+        !['light', 'heavy'].includes(workload)
+      ) {
+        throw new Error(
+          `the peer baseline runs the light and heavy workloads only (it has no tiers and no WebSocket), not ${workload}`,
+        );
+      }
+      const cfg = {
+        implementation: target.implementation,
+        client: clientOf(target.implementation),
+        mode: target.mode,
+        workload,
+        transport: workload === 'nostr' ? ('websocket' as const) : ('http' as const),
+        connections: adaptive ? 4 : flags.connections,
+        durationSec: flags.duration,
+        warmupSec: adaptive ? 0 : flags.warmup,
+        run: flags.run,
+        runs: flags.runs,
+        keys: flags.keys,
+        distribution: flags.distribution,
+        zipfExponent: flags.distribution === 'zipf' ? flags.zipfExponent : null,
+        floodShare: workload === 'flood' ? flags.floodShare : null,
+        quota: { points: flags.quotaPoints, windowSec: flags.quotaWindowSec },
+        inMemoryBlock: flags.inMemoryBlock,
+        relayWorkIterations:
+          flags.workIterations ?? (workload === 'heavy' ? HEAVY_WORK_ITERATIONS : 0),
+        law: adaptive ? (workload.slice('adaptive-'.length) as 'none' | 'pid' | 'lead') : null,
+        seed: flags.seed,
+      };
+      const { writeFileSync, mkdirSync } = await import('node:fs');
+      const path = await import('node:path');
+      const { defaultResultsDir } = await import('../bench/results.js');
+      const file = flags.out ?? path.join(flags.outDir ?? defaultResultsDir(), runFileName(cfg));
+      const targets = {
+        valkey: parseNodeAddress(flags.valkey),
+        ...(flags.relay ? { relayUrl: flags.relay } : {}),
+      };
+      const log = (line: string) => console.error(line);
+      const result = adaptive
+        ? await (await import('../bench/run/adaptive-run.js')).runAdaptive(cfg, targets, log)
+        : await (await import('../bench/run/runner.js')).runOnce(cfg, targets, log);
+      mkdirSync(path.dirname(file), { recursive: true });
+      writeFileSync(file, JSON.stringify(result, null, 2) + '\n');
+      const { formatRunLine } = await import('../bench/run/summary-line.js');
+      console.log(formatRunLine(result, file));
+      // 2: the run finished but cannot be used (its file says why); 1 is left for errors.
+      if (result.status !== 'ok') process.exitCode = 2;
+    });
+}
