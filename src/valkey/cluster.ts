@@ -1,11 +1,13 @@
+import { lookup } from 'node:dns/promises';
+import { isIP } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { openNodeConnection } from '../store/node.js';
 import type { NodeConnection } from '../store/node.js';
+import type { NodeAddress } from '../store/options.js';
 
 export const CLUSTER_SIZE = 6;
 const PRIMARIES = 3;
 const TOTAL_SLOTS = 16384;
-const HOST = '127.0.0.1';
 
 export class ClusterFormationError extends Error {
   override name = 'ClusterFormationError';
@@ -26,10 +28,17 @@ export function slotRanges(primaries = PRIMARIES): [number, number][] {
  * Form a cluster of 3 primaries and 3 replicas from 6 fresh cluster-enabled nodes without
  * valkey-cli: ADDSLOTSRANGE on each primary, MEET from the first node, REPLICATE on each
  * replica once its primary is known. Ready only when every node reports cluster_state:ok
- * and every replica's link to its primary is up.
+ * and every replica's link to its primary is up. The first three nodes become the primaries,
+ * the next three their replicas, in order. `sluice valkey start --cluster` passes its own
+ * loopback nodes; `sluice valkey create-cluster` any six (the Docker Compose cluster's).
  */
-export async function formCluster(ports: number[], timeoutMs = 30_000): Promise<void> {
-  const conns = await Promise.all(ports.map((port) => openNodeConnection({ host: HOST, port })));
+export async function formCluster(nodes: NodeAddress[], timeoutMs = 30_000): Promise<void> {
+  if (nodes.length !== CLUSTER_SIZE) {
+    throw new ClusterFormationError(
+      `a cluster needs ${CLUSTER_SIZE} nodes (3 primaries, 3 replicas); got ${nodes.length}`,
+    );
+  }
+  const conns = await Promise.all(nodes.map((node) => openNodeConnection(node)));
   try {
     const deadline = Date.now() + timeoutMs;
     const ids = (await Promise.all(conns.map((c) => c.call('CLUSTER', 'MYID')))).map(String);
@@ -39,7 +48,10 @@ export async function formCluster(ports: number[], timeoutMs = 30_000): Promise<
     await Promise.all(
       ranges.map(([first, last], i) => conns[i]!.call('CLUSTER', 'ADDSLOTSRANGE', first, last)),
     );
-    for (const port of ports.slice(1)) await conns[0]!.call('CLUSTER', 'MEET', HOST, port);
+    for (const node of nodes.slice(1)) {
+      // MEET takes an IP address, not a name.
+      await conns[0]!.call('CLUSTER', 'MEET', await addressOf(node.host), node.port);
+    }
     for (let r = PRIMARIES; r < conns.length; r++) {
       await replicateWhenKnown(conns[r]!, ids[r - PRIMARIES]!, deadline);
     }
@@ -47,12 +59,27 @@ export async function formCluster(ports: number[], timeoutMs = 30_000): Promise<
   } catch (err) {
     if (err instanceof ClusterFormationError) throw err;
     throw new ClusterFormationError(
-      `cluster on ports ${ports.join(',')} could not be formed: ${String(err)}\n` +
-        (await describeViews(conns)),
+      `cluster on ${nodes.map((n) => `${n.host}:${n.port}`).join(',')} could not be formed: ` +
+        `${String(err)}\n${await describeViews(conns)}`,
     );
   } finally {
     for (const c of conns) c.close();
   }
+}
+
+/** True when these six nodes already form the healthy cluster that formCluster makes. */
+export async function isClusterFormed(nodes: NodeAddress[]): Promise<boolean> {
+  const conns = await Promise.all(nodes.map((node) => openNodeConnection(node)));
+  try {
+    return (await healthProblems(conns)).length === 0;
+  } finally {
+    for (const c of conns) c.close();
+  }
+}
+
+async function addressOf(host: string): Promise<string> {
+  if (isIP(host)) return host;
+  return (await lookup(host, { family: 4 })).address;
 }
 
 async function replicateWhenKnown(

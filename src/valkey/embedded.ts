@@ -12,6 +12,7 @@ import { isOurServer, startServer, stopProcess } from './server.js';
 export type Topology = 'standalone' | 'cluster';
 export const DEFAULT_STANDALONE_PORT = 6379;
 export const DEFAULT_CLUSTER_BASE_PORT = 7000;
+const HOST = '127.0.0.1';
 /** Valkey's cluster bus listens on the client port + 10000. */
 const BUS_OFFSET = 10000;
 
@@ -109,7 +110,7 @@ export async function startInstance(
       // Record as we go, so a failure part-way leaves a record that stop can act on.
       writeRecord(dir, record);
     }
-    if (sel.topology === 'cluster') await formCluster(ports);
+    if (sel.topology === 'cluster') await formCluster(ports.map((port) => ({ host: HOST, port })));
   } catch (err) {
     await stopInstance(sel, log, env);
     throw err;

@@ -20,19 +20,35 @@ export function logFile(dir: string): string {
   return path.join(dir, 'valkey.log');
 }
 
+export interface ServerArgsSpec {
+  port: number;
+  /** Directory for the node's nodes.conf (and, by default, its log). */
+  dir: string;
+  cluster: boolean;
+  /** Interface to bind: loopback on a bare machine (the default), 0.0.0.0 in a container. */
+  bind?: string;
+  /** Log file; '' logs to standard output (containers). Default: valkey.log in `dir`. */
+  logfile?: string;
+  /** Cluster only: the hostname this node announces to clients and peers (containers). */
+  announceHostname?: string;
+}
+
 /**
- * Start one server in the background, bound to 127.0.0.1 with persistence off, and wait until
- * it answers PING. Returns its PID. The process is detached so it outlives this CLI call.
+ * The valkey-server arguments of every server sluice runs: the bare machine's
+ * (`sluice valkey start`) and the Docker Compose files' (test/compose.test.ts holds them to
+ * this list). Persistence is off. Protected mode, which refuses every client but loopback
+ * when there is no password, stays on unless the server binds beyond loopback: in a
+ * container it is there to be reached by the other containers of its private network.
  */
-export async function startServer(spec: ServerSpec, readyTimeoutMs = 10_000): Promise<number> {
-  mkdirSync(spec.dir, { recursive: true });
+export function serverArgs(spec: ServerArgsSpec): string[] {
+  const bind = spec.bind ?? '127.0.0.1';
   const args = [
     '--port',
     String(spec.port),
     '--bind',
-    '127.0.0.1',
+    bind,
     '--protected-mode',
-    'yes',
+    bind === '127.0.0.1' ? 'yes' : 'no',
     '--save',
     '',
     '--appendonly',
@@ -42,7 +58,7 @@ export async function startServer(spec: ServerSpec, readyTimeoutMs = 10_000): Pr
     '--dir',
     spec.dir,
     '--logfile',
-    logFile(spec.dir),
+    spec.logfile ?? logFile(spec.dir),
   ];
   if (spec.cluster) {
     args.push(
@@ -53,7 +69,26 @@ export async function startServer(spec: ServerSpec, readyTimeoutMs = 10_000): Pr
       '--cluster-node-timeout',
       '5000',
     );
+    if (spec.announceHostname !== undefined) {
+      // Clients (CLUSTER SLOTS, MOVED) get this name rather than an address they may not reach.
+      args.push(
+        '--cluster-announce-hostname',
+        spec.announceHostname,
+        '--cluster-preferred-endpoint-type',
+        'hostname',
+      );
+    }
   }
+  return args;
+}
+
+/**
+ * Start one server in the background, bound to 127.0.0.1 with persistence off, and wait until
+ * it answers PING. Returns its PID. The process is detached so it outlives this CLI call.
+ */
+export async function startServer(spec: ServerSpec, readyTimeoutMs = 10_000): Promise<number> {
+  mkdirSync(spec.dir, { recursive: true });
+  const args = serverArgs({ port: spec.port, dir: spec.dir, cluster: spec.cluster });
   // The server writes its own log file; early failures (bad arguments) go to this one.
   const bootLog = openSync(path.join(spec.dir, 'boot.log'), 'w');
   const child = spawn(spec.binary, args, {

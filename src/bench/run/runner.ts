@@ -19,7 +19,7 @@ import { ProcessSampler } from './proc-sampler.js';
 import type { ProcessUsage, WatchedProcess } from './proc-sampler.js';
 import { progressBar } from './progress.js';
 import { commandCalls, commandDelta, discoverNodes, watchedValkey } from './valkey-stats.js';
-import type { ValkeyNode } from './valkey-stats.js';
+import type { CommandDelta, ValkeyNode } from './valkey-stats.js';
 import { runNostrLoad } from '../ws-load.js';
 import { environment } from './environment.js';
 
@@ -53,7 +53,7 @@ export interface RunResult {
   } | null;
   latencyMs: LoadResult['latencyMs'];
   processes: ProcessUsage[];
-  valkey: ReturnType<typeof commandDelta> | null;
+  valkey: CommandDelta | null;
   timeseries: Record<string, unknown[]> | null;
   adaptive: Record<string, unknown> | null;
 }

@@ -90,6 +90,19 @@ export async function commandCalls(nodes: ValkeyNode[]): Promise<Record<string, 
   return totals;
 }
 
+/** Commands that run a script or function: one round trip each, whatever runs inside. */
+const SCRIPT_COMMANDS = new Set(['eval', 'evalsha', 'eval_ro', 'evalsha_ro', 'fcall', 'fcall_ro']);
+
+export interface CommandDelta {
+  commands: Record<string, number>;
+  /** Every command Valkey executed, those inside scripts included (commandstats counts them). */
+  calls: number;
+  perRequest: number | null;
+  /** Script and function invocations: the round trips that carry the quota logic. */
+  scriptCalls: number;
+  scriptCallsPerRequest: number | null;
+}
+
 /**
  * What the run cost Valkey: the difference of two commandCalls snapshots, without the
  * harness's own INFO calls, and per response received.
@@ -98,13 +111,22 @@ export function commandDelta(
   before: Record<string, number>,
   after: Record<string, number>,
   requests: number,
-): { commands: Record<string, number>; calls: number; perRequest: number | null } {
+): CommandDelta {
   const commands: Record<string, number> = {};
   for (const [cmd, calls] of Object.entries(after)) {
     if (cmd === 'info') continue;
     const d = calls - (before[cmd] ?? 0);
     if (d > 0) commands[cmd] = d;
   }
-  const calls = Object.values(commands).reduce((a, b) => a + b, 0);
-  return { commands, calls, perRequest: requests > 0 ? calls / requests : null };
+  const sum = (entries: [string, number][]) => entries.reduce((a, [, n]) => a + n, 0);
+  const calls = sum(Object.entries(commands));
+  const scriptCalls = sum(Object.entries(commands).filter(([c]) => SCRIPT_COMMANDS.has(c)));
+  const per = (n: number) => (requests > 0 ? n / requests : null);
+  return {
+    commands,
+    calls,
+    perRequest: per(calls),
+    scriptCalls,
+    scriptCallsPerRequest: per(scriptCalls),
+  };
 }
