@@ -13,6 +13,7 @@ REPORTS="$SLUICE_RUN_DIR/reports"
 
 started_at=$(date +%s)
 setup
+ensure_chromium
 
 stop_valkey() { "${SLUICE[@]}" valkey stop --all >/dev/null 2>&1 || true; }
 trap stop_valkey EXIT

@@ -41,6 +41,20 @@ ensure_venv() {
   fi
 }
 
+# Headless Chromium for the report's browser test: Debian's package, installed when missing.
+ensure_chromium() {
+  export CHROMIUM="${CHROMIUM:-/usr/bin/chromium}"
+  [ -x "$CHROMIUM" ] && return 0
+  command -v apt-get >/dev/null || die "the report test needs Chromium: set CHROMIUM=/path/to/chromium"
+  local sudo=()
+  [ "$(id -u)" -eq 0 ] || sudo=(sudo -n)
+  say "installing Chromium (Debian package) for the report's browser test"
+  "${sudo[@]}" apt-get update -qq >/dev/null \
+    && DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq chromium >/dev/null \
+    || die "could not install Chromium (apt-get install chromium); install it or set CHROMIUM"
+  [ -x "$CHROMIUM" ] || die "Chromium installed but $CHROMIUM is missing; set CHROMIUM"
+}
+
 build() {
   say "building (tsc)"
   npm run --silent build
@@ -57,7 +71,8 @@ setup() {
 STARTED_PIDS=()
 
 # start_relay NODE_ID WORK_ITERATIONS DATA_DIR: a reference relay on a free loopback port;
-# prints its URL once it answers (its PID joins STARTED_PIDS).
+# sets RELAY_STARTED_URL once it answers, and its PID joins STARTED_PIDS. (Not for $(...):
+# a subshell would keep the PID to itself.)
 start_relay() {
   local id="$1" work="$2" dir="$3" log="$3.log" url=""
   mkdir -p "$dir"
@@ -66,7 +81,7 @@ start_relay() {
   STARTED_PIDS+=($!)
   for _ in $(seq 1 100); do
     url="$(sed -n 's/^sluice relay ready: \(http:[^ ]*\).*/\1/p' "$log" | head -1)"
-    [ -n "$url" ] && { echo "$url"; return 0; }
+    [ -n "$url" ] && { RELAY_STARTED_URL="$url"; return 0; }
     kill -0 "${STARTED_PIDS[-1]}" 2>/dev/null || break
     sleep 0.1
   done

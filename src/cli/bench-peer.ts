@@ -12,6 +12,7 @@ interface PeerFlags {
   windowSec: number;
   trustedProxies?: string;
   commandTimeoutMs: number;
+  connectTimeoutMs: number;
   maxBodyBytes: number;
   skipOnError?: boolean;
   nameSpace: string;
@@ -53,6 +54,7 @@ export function registerPeer(bench: Command): void {
       'comma-separated peers whose X-Forwarded-For is believed (default: none)',
     )
     .option('--command-timeout-ms <n>', 'ioredis commandTimeout', positiveInt, 250)
+    .option('--connect-timeout-ms <n>', 'ioredis connectTimeout', positiveInt, 2000)
     .option('--max-body-bytes <n>', 'largest request body', positiveInt, 1024 * 1024)
     .option('--name-space <prefix>', "the plugin's key prefix in Valkey", 'fastify-rate-limit-')
     .option('--skip-on-error', "admit writes when Valkey fails (the plugin's default: 500)")
@@ -74,6 +76,7 @@ export function registerPeer(bench: Command): void {
         windowSec: flags.windowSec,
         trustedProxies: list(flags.trustedProxies ?? ''),
         commandTimeoutMs: flags.commandTimeoutMs,
+        connectTimeoutMs: flags.connectTimeoutMs,
         maxBodyBytes: flags.maxBodyBytes,
         skipOnError: flags.skipOnError ?? false,
         nameSpace: flags.nameSpace,

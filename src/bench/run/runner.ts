@@ -88,7 +88,7 @@ async function exhaustFlooders(url: string, cfg: RunConfig, body: string): Promi
       await res.arrayBuffer();
     }
   };
-  await Promise.all(Array.from({ length: 32 }, worker));
+  await Promise.all(Array.from({ length: 64 }, worker));
 }
 
 /** Why a finished run cannot be used; empty when it can. */
@@ -159,6 +159,13 @@ async function startFrontEnd(
       String(cfg.quota.windowSec),
       '--trusted-proxies',
       '127.0.0.1',
+      // The same timeouts every sluice client gets (an unequal default is a confound).
+      '--command-timeout-ms',
+      String(BENCH_VALKEY_TIMEOUTS.commandTimeoutMs),
+      '--connect-timeout-ms',
+      String(BENCH_VALKEY_TIMEOUTS.connectTimeoutMs),
+      '--max-body-bytes',
+      String(maxBodyBytes),
     ]);
     const settingsLine = /settings=(\{.*\})\s*$/.exec(proc.readyLine)?.[1];
     const settings = settingsLine

@@ -114,7 +114,8 @@ export function commandDelta(
 ): CommandDelta {
   const commands: Record<string, number> = {};
   for (const [cmd, calls] of Object.entries(after)) {
-    if (cmd === 'info') continue;
+    // The harness's own INFO calls and the replicas' replication traffic are not the run's.
+    if (cmd === 'info' || cmd === 'replconf' || cmd === 'psync' || cmd === 'sync') continue;
     const d = calls - (before[cmd] ?? 0);
     if (d > 0) commands[cmd] = d;
   }
