@@ -1,6 +1,6 @@
 import { Option } from 'commander';
 import type { Command } from 'commander';
-import { parsePort, positiveInt } from './valkey.js';
+import { listenPort, positiveInt } from './valkey.js';
 
 interface PeerFlags {
   host: string;
@@ -19,9 +19,6 @@ interface PeerFlags {
 }
 
 /** A TCP port, or 0 for a free one. */
-function portOrZero(value: string): number {
-  return value.trim() === '0' ? 0 : parsePort(value);
-}
 
 function list(value: string): string[] {
   return value
@@ -39,7 +36,7 @@ export function registerPeer(bench: Command): void {
         '(Redis store, ioredis) on Valkey, writes limited per client IP',
     )
     .option('--host <address>', 'address to bind', '127.0.0.1')
-    .option('--port <n>', 'port; 0 picks a free one', portOrZero, 0)
+    .option('--port <n>', 'port; 0 picks a free one', listenPort, 0)
     .requiredOption('--upstream <url>', 'the relay, e.g. http://127.0.0.1:7001')
     .addOption(
       new Option('--valkey-mode <mode>', 'Valkey topology')

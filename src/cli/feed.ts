@@ -2,7 +2,7 @@ import { Option } from 'commander';
 import type { Command } from 'commander';
 import type { FeedProcessOptions } from '../pressure/feed-process.js';
 import { parseBytes } from './relay.js';
-import { parsePort, positiveInt } from './valkey.js';
+import { listenPort, positiveInt } from './valkey.js';
 
 type FeedFlags = FeedProcessOptions;
 
@@ -45,7 +45,7 @@ export function registerFeed(program: Command): void {
     )
     .option('--valkey-nodes <list>', 'comma-separated host:port list', '127.0.0.1:6379')
     .option('--host <host>', "address of the feed's /metrics", '127.0.0.1')
-    .option('--port <n>', "port of the feed's /metrics (0 picks one)", parsePort, 0)
+    .option('--port <n>', "port of the feed's /metrics (0 picks one)", listenPort, 0)
     .action(async (flags: FeedFlags) => {
       const sources = [flags.pid, flags.cgroup, flags.prometheus, flags.relay].filter(
         (s) => s !== undefined,

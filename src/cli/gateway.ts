@@ -2,7 +2,7 @@ import { Option } from 'commander';
 import type { Command } from 'commander';
 import { ConfigError, loadGatewayConfig } from '../config/load.js';
 import type { ConfigSources } from '../config/load.js';
-import { parsePort } from './valkey.js';
+import { listenPort } from './valkey.js';
 
 interface GatewayFlags {
   config?: string;
@@ -60,8 +60,8 @@ export function registerGateway(program: Command): void {
     .description('run the quota gateway in front of relay nodes')
     .option('-c, --config <file>', 'configuration file (YAML or JSON)')
     .option('--host <host>', 'listen address (default 127.0.0.1)')
-    .option('--port <n>', 'listen port (default 8080)', parsePort)
-    .option('--admin-port <n>', 'admin/metrics port (default 8081)', parsePort)
+    .option('--port <n>', 'listen port (default 8080; 0 picks a free one)', listenPort)
+    .option('--admin-port <n>', 'admin/metrics port (default 8081; 0 picks a free one)', listenPort)
     .option('--admin-token <token>', 'admin bearer token (prefer SLUICE_ADMIN_TOKEN)')
     .addOption(
       new Option('--valkey-client <name>', 'Valkey client').choices([

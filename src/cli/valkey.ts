@@ -21,6 +21,11 @@ export function parsePort(value: string): number {
   return port;
 }
 
+/** A listening port, or 0 to let the system pick a free one. */
+export function listenPort(value: string): number {
+  return value.trim() === '0' ? 0 : parsePort(value);
+}
+
 export function positiveInt(value: string): number {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 1)
