@@ -1,0 +1,196 @@
+"""report.html: one self-contained file (plotly.js inline once, no network), from a template."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import plotly
+import plotly.offline
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup
+
+from . import fmt
+from .aggregate import Config
+from .charts import ChartSet
+from .columns import COLUMNS
+from .findings import TOPICS, Finding
+from .header import Header
+from .load import Run, Unreadable
+from .names import LAW_LABELS, MODES, is_adaptive, mode_rank
+from .stats import HIGH_CV, Spread
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+
+
+@dataclass
+class Cell:
+    text: str
+    title: str = ""
+    cls: str = ""
+
+
+def _range(s: Spread, f=fmt.rate) -> str:
+    return fmt.DASH if s.n < 2 else f"{f(s.min)}–{f(s.max)}"
+
+
+def _front_cpu(c: Config) -> Cell:
+    for role in ("gateway", "peer"):
+        s = c.cpu.get(role)
+        if s is not None and s.median is not None:
+            return Cell(fmt.cpu(s.median) + (" (peer)" if role == "peer" else ""),
+                        title=f"{role} CPU, {_range(s, fmt.cpu)} over runs")
+    return Cell(fmt.DASH)
+
+
+def _trips_title(c: Config) -> str:
+    if c.round_trips_per_request.median is None:
+        return ("not recorded: run files from before valkey.scriptCalls"
+                if c.cmds_per_request.median is not None else "")
+    s = c.round_trips_per_request
+    return f"{_range(s, fmt.num)} over runs" if s.n >= 2 else ""
+
+
+def summary_rows(configs: list[Config]) -> list[dict[str, Any]]:
+    rows = []
+    for c in configs:
+        lat = {p: c.latency.get(p) for p in ("p50", "p90", "p99", "max")}
+        cv_cls = "warn" if c.high_variance else ""
+        rows.append({
+            "cls": {"failed": "failed", "partial": "partial"}.get(c.status, ""),
+            "cells": [
+                Cell(c.implementation, cls="name"),
+                Cell(c.workload + ("" if c.in_memory_block is not False else " (no block)")),
+                Cell(str(c.connections)),
+                Cell(f"{len(c.ok)}/{len(c.runs)}", title=f"{len(c.failed)} failed"),
+                Cell(fmt.rate(c.req.median), cls="strong"),
+                Cell(_range(c.req)),
+                Cell(fmt.rate(c.req.stddev)),
+                Cell(fmt.pct(c.req.cv) + (" ⚠" if c.high_variance else ""), cls=cv_cls,
+                     title="CV > 10%: high variance" if c.high_variance else ""),
+                Cell(fmt.rate(c.ok_per_s.median)),
+                Cell(fmt.rate(c.limited_per_s.median)),
+                Cell(fmt.rate(c.errors_per_s.median),
+                     cls="warn" if c.errors_per_s.median else ""),
+                Cell(fmt.pct(c.rejected_share.median)),
+                *[Cell(fmt.ms(s.median if s else None),
+                       title=f"{_range(s, fmt.ms)} ms over runs" if s else "") for s in lat.values()],
+                _front_cpu(c),
+                Cell(fmt.cpu(c.cpu["valkey"].median) if "valkey" in c.cpu else fmt.DASH),
+                Cell(fmt.num(c.round_trips_per_request.median),
+                     title=_trips_title(c)),
+                Cell(fmt.num(c.cmds_per_request.median), cls="muted"),
+                Cell(fmt.ratio(c.ratio_vs_quotas_off)),
+                Cell(fmt.ratio(c.ratio_vs_peer)),
+                Cell(c.status, cls=f"status-{c.status}"),
+            ],
+        })
+    return rows
+
+
+SUMMARY_HEAD = [
+    ("implementation", ""), ("workload", ""), ("conn.", "concurrent connections"),
+    ("ok/runs", "ok runs / run files"), ("req/s", "median responses per second over ok runs"),
+    ("min–max", "lowest and highest run, req/s"), ("sd", "sample standard deviation, req/s"),
+    ("CV", "stddev / mean; ⚠ above 10%"), ("2xx/s", ""), ("429/s", ""),
+    ("errors/s", "connection errors and timeouts per second"), ("429 share", "429 / responses"),
+    ("p50 ms", ""), ("p90 ms", ""), ("p99 ms", ""), ("max ms", ""),
+    ("gateway CPU %", "100 = one core"), ("Valkey CPU %", "summed over nodes; 100 = one core"),
+    ("Valkey trips/ resp.", "round trips to Valkey per response: script calls (EVAL, EVALSHA, "
+     "FCALL), each carrying one quota check"),
+    ("cmds/ resp.", "commands Valkey executed per response, those a script runs inside Valkey "
+     "included"),
+    ("×\u00a0quotas off", "req/s ÷ quotas-off req/s (see also the charts)"),
+    ("×\u00a0peer", "req/s ÷ fastify-rate-limit's; above 1, sluice answers more"),
+    ("status", "ok, partial (some runs failed) or failed"),
+]
+
+
+def _med_range(s: Optional[Spread], f) -> str:
+    if s is None or s.median is None:
+        return fmt.DASH
+    return f(s.median) + (f" ({f(s.min)}–{f(s.max)})" if s.n >= 2 and s.min != s.max else "")
+
+
+def adaptive_rows(configs: list[Config]) -> list[dict[str, Any]]:
+    rows = []
+    for c in configs:
+        if not c.is_adaptive:
+            continue
+        a = c.adaptive
+        rows.append({
+            "cls": {"failed": "failed", "partial": "partial"}.get(c.status, ""),
+            "cells": [
+                Cell(LAW_LABELS.get(c.law or "", c.workload), cls="name"),
+                Cell(c.mode), Cell(c.implementation),
+                Cell(f"{len(c.ok)}/{len(c.runs)}"),
+                Cell(_med_range(a["peakUOverTarget"], fmt.ratio), cls="strong"),
+                Cell(_med_range(a["secondsAboveTarget"], fmt.seconds)),
+                Cell(_med_range(a["emergencyEntries"], fmt.count)),
+                Cell(_med_range(a["acceptedShareOfSustainable"], fmt.ratio)),
+                Cell(_med_range(a["mPeakToPeak"], fmt.ratio)),
+                Cell(_med_range(a["uPeakToPeak"], fmt.ratio)),
+                Cell(f"{fmt.ms(a['propagationP50Ms'].median)} / {fmt.ms(a['propagationP99Ms'].median)}"),
+                Cell(fmt.rate(c.ok_per_s.median)),
+                Cell(c.status, cls=f"status-{c.status}"),
+            ],
+        })
+    return rows
+
+
+ADAPTIVE_HEAD = [
+    ("law", ""), ("mode", ""), ("gateways' client", ""), ("ok/runs", ""),
+    ("peak memory / target", "median (min–max)"), ("s above target", ""),
+    ("emergency entries", ""), ("admitted / sustainable", ""), ("m peak-to-peak", ""),
+    ("u peak-to-peak", ""), ("propagation p50 / p99 ms", ""), ("2xx/s", "admitted writes per second"),
+    ("status", ""),
+]
+
+
+def failed_rows(runs: list[Run]) -> list[dict[str, str]]:
+    out = []
+    for r in sorted((r for r in runs if not r.ok), key=lambda r: r.file):
+        responses = r.counts.get("requests") if r.counts else None
+        out.append({
+            "file": r.file,
+            "config": f"{r.implementation} {r.mode} {r.workload} {r.connections}c {r.duration_s:g}s",
+            "run": str(r.run),
+            "reasons": "; ".join(r.failure_reasons) or "no reason recorded",
+            "responses": fmt.count(responses),
+            "wall": fmt.seconds(r.wall_s),
+        })
+    return out
+
+
+def render(*, header: Header, configs: list[Config], runs: list[Run],
+           unreadable: list[Unreadable], findings: list[Finding], charts: ChartSet,
+           warnings: list[str]) -> str:
+    env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["j2"]),
+                      trim_blocks=True, lstrip_blocks=True)
+    template = env.get_template("report.html.j2")
+    modes = sorted({c.mode for c in configs if not c.is_adaptive}, key=mode_rank)
+    by_topic = [(t, [f.text for f in findings if f.topic == t]) for t in TOPICS]
+    return template.render(
+        header=header,
+        plotlyjs=Markup(plotly.offline.get_plotlyjs()),
+        plotly_version=plotly.__version__,
+        findings=[(t, texts) for t, texts in by_topic if texts],
+        summary_head=SUMMARY_HEAD,
+        topologies=[(m, summary_rows([c for c in configs if c.mode == m and not c.is_adaptive]))
+                    for m in modes],
+        known_modes=MODES,
+        adaptive_head=ADAPTIVE_HEAD,
+        adaptive=adaptive_rows(configs),
+        charts=[(c, Markup(c.html)) for c in charts.charts],
+        omitted=charts.omitted,
+        failed=failed_rows(runs),
+        unreadable=unreadable,
+        warnings=warnings,
+        columns=COLUMNS,
+        n_runs=len(runs),
+        n_ok=sum(1 for r in runs if r.ok),
+        n_configs=len(configs),
+        high_cv=f"{HIGH_CV:.0%}",
+        has_adaptive=any(is_adaptive(c.workload) for c in configs),
+    )

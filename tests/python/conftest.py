@@ -1,0 +1,289 @@
+"""A synthetic results directory shaped like the harness's (docs/RESULTS-FORMAT.md).
+
+Run r of a configuration reaches base x JITTER[r], so the median of three ok runs is exactly
+the base figure below, and tests can state expected numbers by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+JITTER = {1: 0.98, 2: 1.0, 3: 1.03}
+WALL = 10.02
+DURATION = 10
+CONNECTIONS = 50
+
+# Median req/s per (implementation, mode, workload): the figures the tests check.
+BASE = {
+    ("quotas-off", "standalone", "light"): 4640,
+    ("valkey-glide", "standalone", "light"): 3159,
+    ("iovalkey", "standalone", "light"): 3976,
+    ("ioredis", "standalone", "light"): 3070,
+    ("fastify-rate-limit", "standalone", "light"): 2500,
+    ("quotas-off", "cluster", "light"): 4600,  # high variance: runs below
+    ("valkey-glide", "cluster", "light"): 2900,
+    ("iovalkey", "cluster", "light"): 3500,  # run 2 failed
+    ("ioredis", "cluster", "light"): 2700,
+    ("fastify-rate-limit", "cluster", "light"): 2100,
+    ("valkey-glide", "standalone", "flood"): 5351,
+    ("iovalkey", "standalone", "flood"): 5604,
+    ("ioredis", "standalone", "flood"): 4969,
+    ("valkey-glide", "cluster", "flood"): 5000,
+    ("iovalkey", "cluster", "flood"): 5200,
+    ("ioredis", "cluster", "flood"): 4700,
+    ("quotas-off", "standalone", "heavy"): 1200,
+    ("valkey-glide", "standalone", "heavy"): 1150,
+    ("iovalkey", "standalone", "heavy"): 1170,
+    ("ioredis", "standalone", "heavy"): 1140,
+    ("fastify-rate-limit", "standalone", "heavy"): 1000,
+    ("valkey-glide", "cluster", "heavy"): 900,  # every run failed
+    ("quotas-off", "standalone", "nostr"): 3000,
+    ("valkey-glide", "standalone", "nostr"): 2400,
+    ("iovalkey", "standalone", "nostr"): 2600,
+    ("ioredis", "standalone", "nostr"): 2300,
+}
+HIGH_VARIANCE_RUNS = {1: 3400.0, 2: 4600.0, 3: 5700.0}
+FAILED_RUN = ("iovalkey", "cluster", "light", 2)
+ALL_FAILED = ("valkey-glide", "cluster", "heavy")
+ADAPTIVE_LAWS = ("none", "pid", "lead")
+MIB = 2**20
+FEED_CPU, FEED_RSS = 4.0, 40 * MIB
+
+# What one round trip (one script call) runs inside Valkey, per implementation, as the
+# harness's commandstats see it: glide's FCALL and the others' EVALSHA run SET, PTTL and
+# INCRBY inside (4 executed per trip); the peer's EVALSHA runs INCR and PEXPIRE or PTTL (3).
+SCRIPT_MIX = {
+    "valkey-glide": {"fcall": 1.0, "set": 1.0, "pttl": 1.0, "incrby": 1.0},
+    "iovalkey": {"evalsha": 1.0, "set": 1.0, "pttl": 1.0, "incrby": 1.0},
+    "ioredis": {"evalsha": 1.0, "set": 1.0, "pttl": 1.0, "incrby": 1.0},
+    "fastify-rate-limit": {"evalsha": 1.0, "incr": 1.0, "pexpire": 0.8, "pttl": 0.2},
+}
+# Every quota client got command timeout 1000 ms, connect timeout 5000 ms; only glide has an
+# in-flight limit (iovalkey and ioredis record null: not a setting of theirs).
+COMMAND_TIMEOUT_MS, CONNECT_TIMEOUT_MS, INFLIGHT = 1000, 5000, 1000
+
+
+def client_settings(implementation: str, mode: str) -> dict[str, Any]:
+    """clientSettings as the harness records them, each library in its own words."""
+    nodes = ["127.0.0.1:7200"] if mode == "cluster" else ["127.0.0.1:6380"]
+    if implementation == "fastify-rate-limit":
+        return {"implementation": implementation, "client": "ioredis", "mode": mode,
+                "nodes": nodes, "commandTimeoutMs": COMMAND_TIMEOUT_MS,
+                "connectTimeoutMs": CONNECT_TIMEOUT_MS, "maxRetriesPerRequest": 1,
+                "autoPipelining": False, "plugin": "@fastify/rate-limit",
+                "undici": {"connections": 128, "pipelining": 1}}
+    library = "ioredis" if implementation == "quotas-off" else implementation
+    if library == "valkey-glide":
+        own = {"requestTimeoutMs": COMMAND_TIMEOUT_MS, "connectionTimeoutMs": CONNECT_TIMEOUT_MS,
+               "inflightRequestsLimit": INFLIGHT, "protocol": "RESP3"}
+    else:
+        own = {"commandTimeoutMs": COMMAND_TIMEOUT_MS, "connectTimeoutMs": CONNECT_TIMEOUT_MS,
+               "inflightRequestsLimit": None, "maxRetriesPerRequest": 1, "autoPipelining": True}
+    out = {"client": library, "mode": mode, "nodes": nodes,
+           "settings": {"client": library, "mode": mode, **own}}
+    return {"quotas": "off", **out} if implementation == "quotas-off" else out
+
+
+def make_run(implementation: str = "valkey-glide", mode: str = "standalone",
+             workload: str = "light", rps: float = 1000.0, *, run: int = 1, runs: int = 3,
+             connections: int = CONNECTIONS, duration: float = DURATION, wall: float = WALL,
+             status: str = "ok", reasons: Optional[list[str]] = None,
+             limited_share: float = 0.0, round_trips: Optional[float] = None,
+             legacy_valkey: bool = False, rates_factor: float = 1.0) -> dict[str, Any]:
+    """One run file's content. rates_factor != 1 makes `rates` disagree with the counts.
+
+    round_trips: script calls per response (default 1, 0.1 under flood, 0 for quotas-off);
+    each runs SCRIPT_MIX inside Valkey. legacy_valkey: a file from before the harness wrote
+    valkey.scriptCalls.
+    """
+    requests = round(rps * wall)
+    limited = round(requests * limited_share)
+    client = None if implementation == "quotas-off" else (
+        "ioredis" if implementation == "fastify-rate-limit" else implementation)
+    adaptive = workload.startswith("adaptive-")
+    if round_trips is None:
+        round_trips = 0.0 if implementation == "quotas-off" else (
+            0.1 if workload == "flood" else 1.0)
+    script_calls = round(requests * round_trips)
+    mix = SCRIPT_MIX.get(implementation) or SCRIPT_MIX.get(client or "", {})
+    commands = {k: round(script_calls * per) for k, per in mix.items()}
+    commands = {k: v for k, v in commands.items() if v}
+    calls = sum(commands.values())
+    front = "peer" if implementation == "fastify-rate-limit" else "gateway"
+    n_valkey = 6 if mode == "cluster" else 1
+    processes = [
+        _proc(front, front, 80 + rps / 200, 90 * MIB),
+        _proc("relay", "relay-a", 20, 60 * MIB),
+        *[_proc("valkey", f"valkey 127.0.0.1:{7200 + i} ({'primary' if i < 3 else 'replica'})",
+                15 * round_trips + 0.5, 12 * MIB) for i in range(n_valkey)],
+    ]
+    if adaptive:
+        processes.append(_proc("gateway", "gateway-2", 30, 85 * MIB))
+        processes.append(_proc("feed", "feed", FEED_CPU, FEED_RSS))
+    lat_p50 = connections / rps * 1000
+    data: dict[str, Any] = {
+        "schema": "sluice-bench-run/1",
+        "status": status,
+        "failureReasons": reasons or [],
+        "config": {
+            "implementation": implementation, "client": client, "mode": mode,
+            "workload": workload,
+            "transport": "websocket" if workload == "nostr" else "http",
+            "connections": connections, "durationSec": duration, "warmupSec": 3,
+            "run": run, "runs": runs, "keys": 10000, "distribution": "uniform",
+            "zipfExponent": None, "floodShare": 0.9 if workload == "flood" else None,
+            "quota": {"points": 100, "windowSec": 1}, "inMemoryBlock": True,
+            "relayWorkIterations": 2000 if workload == "heavy" else 0,
+            "law": workload.split("-", 1)[1] if adaptive else None,
+        },
+        "clientSettings": client_settings(implementation, mode),
+        "startedAt": f"2026-11-22T10:{run:02d}:00.000Z",
+        "finishedAt": f"2026-11-22T10:{run:02d}:13.100Z",
+        "machine": {"cpus": 2, "cpuModel": "AMD EPYC", "memGiB": 24, "kernel": "6.1.0",
+                    "node": "v20.20.2"},
+        "versions": {"sluice": "0.1.0", "valkey": "9.1.2", "rate-limiter-flexible": "11.4.0"},
+        "wallSeconds": wall,
+        "counts": {"requests": requests, "ok2xx": requests - limited, "limited429": limited,
+                   "otherNon2xx": 0, "errors": 0, "timeouts": 0},
+        "rates": {"requestsPerSec": requests / wall * rates_factor,
+                  "okPerSec": (requests - limited) / wall, "limitedPerSec": limited / wall,
+                  "errorsPerSec": 0},
+        "latencyMs": ({"p50": None, "p90": None, "p99": None, "max": None, "mean": None}
+                      if adaptive else
+                      {"p50": round(lat_p50, 2), "p90": round(lat_p50 * 1.5, 2),
+                       "p99": round(lat_p50 * 3, 2), "max": round(lat_p50 * 10, 2),
+                       "mean": round(lat_p50 * 1.1, 2)}),
+        "processes": processes,
+        "valkey": {"commands": commands, "calls": calls,
+                   "perRequest": calls / requests if requests else None,
+                   "scriptCalls": script_calls,
+                   "scriptCallsPerRequest": script_calls / requests if requests else None},
+        "timeseries": None,
+        "adaptive": None,
+    }
+    if adaptive:
+        data["timeseries"], data["adaptive"] = _adaptive_series(workload.split("-", 1)[1], run)
+    if legacy_valkey:
+        del data["valkey"]["scriptCalls"], data["valkey"]["scriptCallsPerRequest"]
+    return data
+
+
+def _proc(role: str, name: str, cpu: float, rss: float) -> dict[str, Any]:
+    return {"role": role, "name": name, "pid": 1000 + len(name),
+            "cpuPercent": {"mean": cpu, "max": cpu * 1.1},
+            "rssBytes": {"mean": rss, "max": rss * 1.05},
+            "samples": [[0.25, cpu, rss], [0.5, cpu, rss]]}
+
+
+def _adaptive_series(law: str, run: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """20 s calm, 60 s flood; u rises per law, the summary is computed from the series."""
+    calm, overload, dt = 20.0, 60.0, 0.25
+    peak = {"none": 2.79, "pid": 1.49, "lead": 0.96}[law] * (1 + (run - 2) * 0.01)
+    t, u, m, adm, backlog, modes = [], [], [], [], [], []
+    emergency = False
+    for i in range(1, int((calm + overload) / dt) + 1):
+        ti = i * dt
+        if ti <= calm:
+            ui, mi, ai = 0.41, 1.0, 31.0
+        else:
+            x = min((ti - calm) / 30.0, 1.0)
+            if law == "none":
+                ui, mi, ai = 0.41 + (peak - 0.41) * x, 1.0, 120.0
+            elif law == "pid":
+                ui = 0.41 + (peak - 0.41) * x if x < 1 else peak - 0.2 * ((ti - calm - 30) / 30)
+                mi, ai = 1.0 - 0.38 * x, 83.0
+            else:
+                ui, mi, ai = 0.41 + (peak - 0.41) * x, 1.0 - 0.45 * x, 74.0
+        emergency = emergency or ui > 1.4
+        t.append(ti), u.append(round(ui, 4)), m.append(round(mi, 4)), adm.append(ai)
+        backlog.append(max(0, int((ui - 0.41) * 1e8))), modes.append("emergency" if emergency else "normal")
+    entries = sum(1 for a, b in zip(["normal", *modes], modes) if a == "normal" and b == "emergency")
+    summary = {"calmSec": calm, "overloadSec": overload, "targetBytes": 123456789,
+               "peakUOverTarget": max(u), "secondsAboveTarget": sum(dt for x in u if x > 1),
+               "emergencyEntries": entries,
+               "acceptedShareOfSustainable": {"none": 1.9, "pid": 1.32, "lead": 1.17}[law],
+               "mPeakToPeak": {"none": 0.0, "pid": 0.38, "lead": 0.05}[law],
+               "uPeakToPeak": {"none": 1.8, "pid": 0.19, "lead": 0.03}[law],
+               "propagationP50Ms": None if law == "none" else 1.3,
+               "propagationP99Ms": None if law == "none" else 8.9}
+    return {"t": t, "u": u, "m": m, "admittedPerSec": adm, "backlogBytes": backlog,
+            "mode": modes}, summary
+
+
+def file_name(data: dict[str, Any]) -> str:
+    c = data["config"]
+    return (f"{c['implementation']}_{c['mode']}_{c['workload']}_{c['connections']}c_"
+            f"{c['durationSec']:g}s_run{c['run']}.json")
+
+
+def write_run(directory: Path, data: dict[str, Any], name: Optional[str] = None) -> Path:
+    path = directory / (name or file_name(data))
+    path.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    return path
+
+
+def write_results(directory: Path) -> Path:
+    """The full synthetic session: 5 implementations x 2 modes (light), flood, heavy, nostr,
+    adaptive none/pid/lead, a partly failed, an all-failed and a high-variance configuration,
+    one unreadable run file and two .json files that are not run files (ignored)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for (impl, mode, workload), base in BASE.items():
+        for run in (1, 2, 3):
+            rps = base * JITTER[run]
+            kw: dict[str, Any] = {}
+            if (impl, mode, workload) == ("quotas-off", "cluster", "light"):
+                rps = HIGH_VARIANCE_RUNS[run]
+            if workload == "flood":
+                kw["limited_share"] = 0.9
+            if (impl, mode, workload, run) == FAILED_RUN:
+                rps = 100.0  # would drag the median down if it were used
+                kw.update(status="failed", reasons=["12 connection errors"])
+            if (impl, mode, workload) == ALL_FAILED:
+                kw.update(status="failed", reasons=["CLUSTERDOWN: the cluster is down"])
+            data = make_run(impl, mode, workload, rps, run=run, **kw)
+            if (impl, mode, workload, run) == FAILED_RUN:
+                data["counts"]["errors"] = 12
+            if (impl, mode, workload) == ALL_FAILED and run > 1:
+                data["counts"], data["wallSeconds"], data["processes"] = None, None, []
+            write_run(directory, data)
+    for law in ADAPTIVE_LAWS:
+        for run in (1, 2, 3):
+            write_run(directory, make_run("ioredis", "standalone", f"adaptive-{law}", 60.0,
+                                          run=run, connections=1, duration=80, wall=80.0))
+    (directory / "iovalkey_standalone_heavy_50c_10s_run4.json").write_text(
+        '{"schema": "sluice-bench-run/1", "status": "ok", "config": {', encoding="utf-8")
+    # Other tools' output: not named like a run, so not the report's business.
+    (directory / "gateway-bench.json").write_text('{"tool": "gateway-bench"}', encoding="utf-8")
+    (directory / "notes.json").write_text("{not json", encoding="utf-8")
+    (directory / "README.md").write_text(
+        "# Benchmark run 20261122_100000\n\n"
+        "- command line: `./scripts/run-all.sh --clients all --workload all --runs 3 "
+        "--duration 10 --concurrency 50`\n"
+        "- machine: 2 vCPUs (AMD EPYC), 24 GiB\n", encoding="utf-8")
+    (directory / "benchmark.log").write_text(
+        "10:00:00 starting valkey standalone\n"
+        "10:05:00 iovalkey cluster light run 2 FAILED: 12 connection errors\n"
+        "10:20:00 done\n", encoding="utf-8")
+    return directory
+
+
+@pytest.fixture
+def results_dir(tmp_path: Path) -> Path:
+    return write_results(tmp_path / "20261122_100000")
+
+
+@pytest.fixture(scope="session")
+def built_report(tmp_path_factory: pytest.TempPathFactory):
+    """The fixture session, analysed and written once: (report, html path, csv path)."""
+    from sluice_report import generate
+
+    directory = write_results(tmp_path_factory.mktemp("session") / "20261122_100000")
+    return generate(directory)
