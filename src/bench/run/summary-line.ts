@@ -10,7 +10,10 @@ export function formatRunLine(r: RunResult, file: string): string {
   }
   const share = r.counts.requests ? (100 * r.counts.limited429) / r.counts.requests : 0;
   const lat = r.latencyMs ? `, p50 ${r.latencyMs.p50} ms, p99 ${r.latencyMs.p99} ms` : '';
+  const v = r.valkey;
   const cmds =
-    r.valkey?.perRequest != null ? `, ${r.valkey.perRequest.toFixed(2)} Valkey cmds/req` : '';
+    v?.perRequest != null
+      ? `, Valkey ${v.scriptCallsPerRequest!.toFixed(2)} round trips and ${v.perRequest.toFixed(2)} commands/req`
+      : '';
   return `${head}: ${r.rates.requestsPerSec.toFixed(0)} req/s (${share.toFixed(1)}% 429)${lat}${cmds} -> ${path.basename(file)}`;
 }
