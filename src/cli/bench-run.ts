@@ -1,5 +1,6 @@
 import { Option } from 'commander';
 import type { Command } from 'commander';
+import { WORKLOADS } from '../bench/run/config.js';
 import type { Workload } from '../bench/run/config.js';
 import { positiveInt } from './valkey.js';
 
@@ -53,17 +54,7 @@ export function registerBenchRun(bench: Command): void {
       'valkey-glide | iovalkey | ioredis | quotas-off | fastify-rate-limit, optionally :cluster',
     )
     .addOption(
-      new Option('--workload <name>', 'what the load writes')
-        .choices([
-          'light',
-          'heavy',
-          'flood',
-          'nostr',
-          'adaptive-none',
-          'adaptive-pid',
-          'adaptive-lead',
-        ])
-        .default('light'),
+      new Option('--workload <name>', 'what the load writes').choices(WORKLOADS).default('light'),
     )
     .option(
       '--connections <n>',

@@ -8,7 +8,7 @@ import { runDir } from '../../valkey/paths.js';
 import type { RunConfig } from './config.js';
 import { environment } from './environment.js';
 import type { RunResult, RunTargets } from './runner.js';
-import { RESULT_SCHEMA } from './runner.js';
+import { RESULT_SCHEMA, failedRun } from './runner.js';
 import { commandCalls, commandDelta, discoverNodes, watchedValkey } from './valkey-stats.js';
 
 const MiB = 1024 * 1024;
@@ -98,22 +98,6 @@ export async function runAdaptive(
       },
     };
   } catch (err) {
-    const reason = err instanceof Error ? err.message : String(err);
-    log(`run failed: ${reason}`);
-    return {
-      ...base,
-      status: 'failed',
-      failureReasons: [reason],
-      clientSettings: null,
-      finishedAt: new Date().toISOString(),
-      wallSeconds: null,
-      counts: null,
-      rates: null,
-      latencyMs: null,
-      processes: [],
-      valkey: null,
-      timeseries: null,
-      adaptive: null,
-    };
+    return failedRun({ ...base, timeseries: null, adaptive: null }, err, null, log);
   }
 }

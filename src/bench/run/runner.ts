@@ -91,6 +91,35 @@ async function exhaustFlooders(url: string, cfg: RunConfig, body: string): Promi
   await Promise.all(Array.from({ length: 64 }, worker));
 }
 
+type RunBase = Pick<
+  RunResult,
+  'schema' | 'config' | 'startedAt' | 'machine' | 'versions' | 'timeseries' | 'adaptive'
+>;
+
+/** A run that could not be carried out: its file says why and holds no figures. */
+export function failedRun(
+  base: RunBase,
+  err: unknown,
+  clientSettings: Record<string, unknown> | null,
+  log: (line: string) => void,
+): RunResult {
+  const reason = err instanceof Error ? err.message : String(err);
+  log(`run failed: ${reason}`);
+  return {
+    ...base,
+    status: 'failed',
+    failureReasons: [reason],
+    clientSettings,
+    finishedAt: new Date().toISOString(),
+    wallSeconds: null,
+    counts: null,
+    rates: null,
+    latencyMs: null,
+    processes: [],
+    valkey: null,
+  };
+}
+
 /** Why a finished run cannot be used; empty when it can. */
 export function failureReasons(cfg: RunConfig, load: LoadResult): string[] {
   const reasons: string[] = [];
@@ -323,21 +352,7 @@ export async function runOnce(
       valkey: commandDelta(before, after, result.counts.requests),
     };
   } catch (err) {
-    const reason = err instanceof Error ? err.message : String(err);
-    log(`run failed: ${reason}`);
-    return {
-      ...base,
-      status: 'failed',
-      failureReasons: [reason],
-      clientSettings,
-      finishedAt: new Date().toISOString(),
-      wallSeconds: null,
-      counts: null,
-      rates: null,
-      latencyMs: null,
-      processes: [],
-      valkey: null,
-    };
+    return failedRun(base, err, clientSettings, log);
   } finally {
     await Promise.allSettled(started.reverse().map((p) => p.stop()));
     rmSync(workDir, { recursive: true, force: true });
