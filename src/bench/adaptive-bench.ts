@@ -14,6 +14,7 @@ import { median } from './stats.js';
 import { ProcessSampler } from './run/proc-sampler.js';
 import type { ProcessUsage, WatchedProcess } from './run/proc-sampler.js';
 import type { ClientKind, Topology } from '../store/options.js';
+import { BENCH_ADMIN_TOKEN } from './run/gateway-config.js';
 
 /** The Valkey a variant's feed and gateways use. */
 export interface AdaptiveValkey {
@@ -30,8 +31,6 @@ export interface WriteCounts {
   otherNon2xx: number;
   errors: number;
 }
-
-const ADMIN_TOKEN = 'bench-admin-token-0123456789';
 
 export type Variant = 'none' | 'pid' | 'lead';
 
@@ -158,7 +157,7 @@ export async function runVariant(
         file,
         JSON.stringify({
           listen: { port: 0 },
-          admin: { port: 0, token: ADMIN_TOKEN },
+          admin: { port: 0, token: BENCH_ADMIN_TOKEN },
           valkey: { client: valkey.client, mode: valkey.mode, nodes: valkey.nodes },
           upstreams: [{ id: 'relay-a', url: relay.url }],
           logging: { level: 'warn' },
@@ -242,7 +241,7 @@ export async function runVariant(
         json<{ nodes: Record<string, { multiplier: number; emergency: boolean }> }>(
           `${gateways[0]!.admin}/admin/flow-control`,
           {
-            authorization: `Bearer ${ADMIN_TOKEN}`,
+            authorization: `Bearer ${BENCH_ADMIN_TOKEN}`,
           },
         ),
       ]);

@@ -2,16 +2,17 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import autocannon from 'autocannon';
-import { finalizeEvent, generateSecretKey } from 'nostr-tools/pure';
 import { CLIENT_KINDS } from '../store/index.js';
 import type { ClientKind } from '../store/index.js';
 import { startInstance, stopInstance } from '../valkey/embedded.js';
 import { runDir } from '../valkey/paths.js';
 import { freeLoopbackPort } from '../valkey/ports.js';
 import { spawnBenchRelay, spawnSluice } from './processes.js';
+import { eventPool, preload } from './run/event-pool.js';
 import { writeResult } from './results.js';
 import type { SluiceProcess } from './processes.js';
 import { median, minMax, shuffled, stddev } from './stats.js';
+import { BENCH_ADMIN_TOKEN } from './run/gateway-config.js';
 
 export interface GatewayBenchOptions {
   durationSec: number;
@@ -51,7 +52,6 @@ export interface RunSample {
 
 /** 90% of requests come from clients already far over their limit. */
 const FLOOD_SHARE = 0.9;
-const ADMIN_TOKEN = 'bench-admin-token-0123456789';
 
 function gatewayConfig(arm: Arm, valkeyPort: number, relayUrl: string, identities: number) {
   const floodKeys = Object.fromEntries(
@@ -62,7 +62,7 @@ function gatewayConfig(arm: Arm, valkeyPort: number, relayUrl: string, identitie
   );
   return {
     listen: { port: 0 },
-    admin: { port: 0, token: ADMIN_TOKEN },
+    admin: { port: 0, token: BENCH_ADMIN_TOKEN },
     valkey: { client: arm.client, nodes: [`127.0.0.1:${valkeyPort}`], commandTimeoutMs: 1000 },
     upstreams: [{ id: 'relay-a', url: relayUrl }],
     // The load generator is the only peer; it names clients in X-Forwarded-For.
@@ -80,17 +80,6 @@ function gatewayConfig(arm: Arm, valkeyPort: number, relayUrl: string, identitie
       apiKeys: { ...floodKeys, ...goodKeys },
     },
   };
-}
-
-/** Pre-signed events, sent to the relay once before the runs (see runGatewayBench). */
-function eventPool(size: number): string[] {
-  const sk = generateSecretKey();
-  const now = Math.floor(Date.now() / 1000);
-  return Array.from({ length: size }, (_, i) =>
-    JSON.stringify(
-      finalizeEvent({ kind: 1, created_at: now - i, tags: [], content: `bench ${i}` }, sk),
-    ),
-  );
 }
 
 async function load(arm: Arm, opts: GatewayBenchOptions, bodies: string[], seconds: number) {
@@ -227,18 +216,10 @@ export async function runGatewayBench(
       arm.gateway = await spawnSluice(['gateway', '--config', file], { env });
       started.push(arm.gateway);
     }
-    const bodies = eventPool(2000);
+    const bodies = eventPool(2000, opts.seed);
     // The relay holds the pool before any arm runs, so every measured write is answered after
     // its id check: the relay's share of the CPU stays small and equal across arms.
-    for (const body of bodies) {
-      const res = await fetch(`${relay.url}/events`, {
-        method: 'POST',
-        body,
-        headers: { 'content-type': 'application/json' },
-      });
-      if (!res.ok) throw new Error(`relay refused a pool event: ${res.status} ${await res.text()}`);
-      await res.arrayBuffer();
-    }
+    await preload(relay.url, bodies);
     log(`warm-up: ${opts.warmupSec}s per arm (not recorded)`);
     for (const arm of arms) await load(arm, opts, bodies, opts.warmupSec);
     for (let round = 1; round <= opts.rounds; round++) {

@@ -1,10 +1,10 @@
 import type { AddressInfo } from 'node:net';
-import { Transform } from 'node:stream';
 import rateLimit from '@fastify/rate-limit';
 import replyFrom from '@fastify/reply-from';
 import Fastify from 'fastify';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Cluster, Redis } from 'ioredis';
+import { UPSTREAM_POOL, boundedBody } from '../gateway/upstream-io.js';
 import { parseNodeAddress } from '../store/options.js';
 
 /**
@@ -44,20 +44,7 @@ export interface RunningPeerGateway {
 /** Methods that change state: counted against the client's quota. Everything else is free. */
 export const LIMITED_METHODS = ['POST', 'PUT', 'PATCH', 'DELETE'] as const;
 const FREE_METHODS = ['GET', 'HEAD', 'OPTIONS'] as const;
-/** The same upstream pool as the sluice gateway, so the proxying costs the same. */
-const UNDICI = { connections: 128, pipelining: 1, keepAliveTimeout: 30_000 };
 const QUIT_TIMEOUT_MS = 1000;
-
-function boundedBody(limit: number): Transform {
-  let seen = 0;
-  return new Transform({
-    transform(chunk: Buffer, _enc, done) {
-      seen += chunk.length;
-      if (seen > limit) done(new Error(`request body exceeds ${limit} bytes`));
-      else done(null, chunk);
-    },
-  });
-}
 
 type IoClient = Redis | Cluster;
 
@@ -150,7 +137,7 @@ export async function startPeerGateway(opts: PeerGatewayOptions): Promise<Runnin
   try {
     await app.register(replyFrom, {
       base: upstream.origin,
-      undici: UNDICI,
+      undici: UPSTREAM_POOL,
       disableRequestLogging: true,
     });
     // Bodies stream to the relay as they arrive, as in the sluice gateway.
@@ -204,7 +191,7 @@ export async function startPeerGateway(opts: PeerGatewayOptions): Promise<Runnin
     trustedProxies: opts.trustedProxies,
     maxBodyBytes: opts.maxBodyBytes,
     proxy: '@fastify/reply-from',
-    undici: UNDICI,
+    undici: UPSTREAM_POOL,
     upstream: upstream.origin,
   };
 

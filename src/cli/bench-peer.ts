@@ -1,6 +1,7 @@
 import { Option } from 'commander';
 import type { Command } from 'commander';
 import { listenPort, positiveInt } from './valkey.js';
+import { untilSignal } from './signals.js';
 
 interface PeerFlags {
   host: string;
@@ -91,17 +92,4 @@ export function registerPeer(bench: Command): void {
       }
       process.exit(0);
     });
-}
-
-function untilSignal(): Promise<NodeJS.Signals> {
-  return new Promise((resolve) => {
-    const onSignal = (signal: NodeJS.Signals) => {
-      // A second signal while closing means "now".
-      process.once('SIGINT', () => process.exit(130));
-      process.once('SIGTERM', () => process.exit(143));
-      resolve(signal);
-    };
-    process.once('SIGINT', onSignal);
-    process.once('SIGTERM', onSignal);
-  });
 }

@@ -7,6 +7,7 @@ import {
 } from '../relay/defaults.js';
 import type { RelayConfig } from '../relay/server.js';
 import { runDir } from '../valkey/paths.js';
+import { untilSignal } from './signals.js';
 
 const UNITS: Record<string, number> = {
   '': 1,
@@ -99,19 +100,6 @@ export function toConfig(flags: RelayFlags): RelayConfig {
     };
   }
   return config;
-}
-
-function untilSignal(): Promise<NodeJS.Signals> {
-  return new Promise((resolve) => {
-    const onSignal = (signal: NodeJS.Signals) => {
-      // A second signal while closing means "now".
-      process.once('SIGINT', () => process.exit(130));
-      process.once('SIGTERM', () => process.exit(143));
-      resolve(signal);
-    };
-    process.once('SIGINT', onSignal);
-    process.once('SIGTERM', onSignal);
-  });
 }
 
 export function registerRelay(program: Command): void {

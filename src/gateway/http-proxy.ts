@@ -1,5 +1,4 @@
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
-import { Transform } from 'node:stream';
 import replyFrom from '@fastify/reply-from';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { rateLimitHeaders, rateLimitedProblem, unavailableProblem } from '../quota/responses.js';
@@ -7,21 +6,10 @@ import type { Problem } from '../quota/responses.js';
 import { resolveIdentity } from '../quota/policy.js';
 import type { GatewayContext } from './context.js';
 import { recordDecision } from './context.js';
+import { UPSTREAM_POOL, boundedBody } from './upstream-io.js';
 
 function sendProblem(reply: FastifyReply, problem: Problem, headers: Record<string, string> = {}) {
   return reply.code(problem.status).headers(headers).type('application/problem+json').send(problem);
-}
-
-/** Fail a streamed body that grows past the limit (for bodies without Content-Length). */
-function boundedBody(limit: number): Transform {
-  let seen = 0;
-  return new Transform({
-    transform(chunk: Buffer, _enc, done) {
-      seen += chunk.length;
-      if (seen > limit) done(new Error(`request body exceeds ${limit} bytes`));
-      else done(null, chunk);
-    },
-  });
 }
 
 /**
@@ -31,7 +19,7 @@ function boundedBody(limit: number): Transform {
 export async function registerHttpProxy(app: FastifyInstance, ctx: GatewayContext): Promise<void> {
   const { limits } = ctx.config;
   await app.register(replyFrom, {
-    undici: { connections: 128, pipelining: 1, keepAliveTimeout: 30_000 },
+    undici: UPSTREAM_POOL,
     disableRequestLogging: !ctx.config.logging.requests,
   });
 

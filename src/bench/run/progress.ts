@@ -4,15 +4,21 @@
  */
 import { openSync, writeSync } from 'node:fs';
 
+let tty: number | null | undefined;
+
 function terminal(): ((text: string) => void) | undefined {
   if (process.stderr.isTTY) return (text) => process.stderr.write(text);
   if (process.env.SLUICE_PROGRESS_TTY !== '1') return undefined;
-  try {
-    const fd = openSync('/dev/tty', 'w');
-    return (text) => writeSync(fd, text);
-  } catch {
-    return undefined;
+  // Opened once per process, not once per bar.
+  if (tty === undefined) {
+    try {
+      tty = openSync('/dev/tty', 'w');
+    } catch {
+      tty = null;
+    }
   }
+  const fd = tty;
+  return fd === null ? undefined : (text) => writeSync(fd, text);
 }
 
 export function progressBar(label: string, totalSec: number) {
