@@ -4,7 +4,7 @@ import { CLIENT_KINDS, TOPOLOGIES } from '../store/options.js';
 const hostPort = z.string().regex(/^(?:.+:)?\d{1,5}$/, 'expected "host:port"');
 const positiveInt = z.number().int().positive();
 
-export const QUOTA_CLASSES = ['write', 'read', 'exempt'] as const;
+export const QUOTA_CLASSES = ['write', 'read', 'exempt', 'deny'] as const;
 export type QuotaClass = (typeof QUOTA_CLASSES)[number];
 
 const Limit = z.object({
@@ -147,12 +147,16 @@ export const GatewayConfigSchema = z
         maxBodyBytes: positiveInt.default(1024 * 1024),
         /** Client frames waiting for a decision before the socket is paused. */
         maxQueuedFrames: positiveInt.default(64),
+        /** WebSocket frames one source address may send per second, over all its connections. */
+        framesPerSecPerAddress: positiveInt.default(1000),
       })
       .prefault({}),
     nostr: z
       .object({
         /** Verify EVENT signatures; required for the pubkey identity. */
         verifySignatures: z.boolean().default(true),
+        /** EVENTs failing verification on one connection before it is closed (1008). */
+        maxInvalidEvents: positiveInt.default(10),
       })
       .prefault({}),
     logging: z

@@ -4,6 +4,7 @@ import type { MultiplierBoard } from '../pressure/board.js';
 import type { QuotaDecider, QuotaDecision } from '../quota/decider.js';
 import type { Policy } from '../quota/policy.js';
 import type { Store } from '../store/index.js';
+import type { Admission } from './admission.js';
 import type { ClientAddress } from './client-address.js';
 import type { GatewayMetrics } from './metrics.js';
 import type { UpstreamPool } from './upstreams.js';
@@ -15,6 +16,8 @@ export interface GatewayContext {
   policy: Policy;
   board: MultiplierBoard;
   decider: QuotaDecider;
+  /** Set once the context exists: identity, cost and quota decisions for both protocols. */
+  admission: Admission;
   pool: UpstreamPool;
   metrics: GatewayMetrics;
   address: ClientAddress;

@@ -1,11 +1,8 @@
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import replyFrom from '@fastify/reply-from';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { rateLimitHeaders, rateLimitedProblem, unavailableProblem } from '../quota/responses.js';
 import type { Problem } from '../quota/responses.js';
-import { resolveIdentity } from '../quota/policy.js';
 import type { GatewayContext } from './context.js';
-import { recordDecision } from './context.js';
 import { UPSTREAM_POOL, boundedBody } from './upstream-io.js';
 
 function sendProblem(reply: FastifyReply, problem: Problem, headers: Record<string, string> = {}) {
@@ -30,46 +27,17 @@ export async function registerHttpProxy(app: FastifyInstance, ctx: GatewayContex
   });
 
   const handler = async (request: FastifyRequest, reply: FastifyReply) => {
-    const length = Number(request.headers['content-length'] ?? 0);
-    if (length > limits.maxBodyBytes) {
-      return sendProblem(reply, {
-        type: 'urn:sluice:problem:body-too-large',
-        title: 'Content Too Large',
-        status: 413,
-        detail: `request bodies are limited to ${limits.maxBodyBytes} bytes`,
-      });
-    }
-    const path = request.url.split('?')[0] ?? '/';
-    const { cls, cost } = ctx.policy.classify(request.method, path);
-    const ip = ctx.address.ip(request.raw);
-    const apiKey = headerValue(request.headers, ctx.config.identity.apiKeyHeader);
-    const { order, keySalt } = ctx.config.identity;
-    const identity = resolveIdentity({ apiKey, ip }, order, ctx.policy, keySalt);
-    const node = ctx.pool.pick(identity.key);
-    if (!node) {
-      return sendProblem(
-        reply,
-        { ...unavailableProblem(), detail: 'no relay node is available' },
-        { 'retry-after': '1' },
-      );
-    }
+    const verdict = await ctx.admission.http({
+      method: request.method,
+      url: request.raw.url,
+      ip: ctx.address.ip(request.raw),
+      apiKey: headerValue(request.headers, ctx.config.identity.apiKeyHeader),
+      contentLength: Number(request.headers['content-length'] ?? 0),
+    });
+    if (verdict.action === 'answer') return sendProblem(reply, verdict.problem, verdict.headers);
+    const { node, headers: limitHeaders } = verdict;
 
-    let limitHeaders: Record<string, string> = {};
-    if (cls !== 'exempt') {
-      const decision = await ctx.decider.decide({ identity, ip, cls, cost, nodeId: node.id });
-      if (decision) {
-        recordDecision(ctx, decision, cls, node.id);
-        limitHeaders = rateLimitHeaders(decision);
-        if (!decision.admitted) {
-          // A quota store failure in fail-closed mode is our problem, not the client's: 503, never 429.
-          return decision.outcome === 'error'
-            ? sendProblem(reply, unavailableProblem(), { 'retry-after': '1' })
-            : sendProblem(reply, rateLimitedProblem(decision), limitHeaders);
-        }
-      }
-    }
-
-    return reply.from(node.url + request.url, {
+    return reply.from(node.url + verdict.target.forward, {
       rewriteRequestHeaders: (req, headers) => ({
         ...headers,
         'x-forwarded-for': ctx.address.forwardedFor(req.raw as IncomingMessage),

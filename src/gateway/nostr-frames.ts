@@ -3,7 +3,8 @@ import type { Event } from 'nostr-tools/pure';
 
 /** A client frame, parsed just enough for a per-frame decision. */
 export type ClientFrame =
-  | { type: 'EVENT'; event: Event; verified: boolean }
+  /** Well-formed; its id and signature are not checked yet (see `verifySignature`). */
+  | { type: 'EVENT'; event: Event }
   /** An EVENT that cannot be accepted: answered with OK false "invalid:". */
   | { type: 'BAD_EVENT'; id: string; reason: string }
   | { type: 'REQ' | 'COUNT'; subId: string }
@@ -25,10 +26,10 @@ export function sniffEventId(text: string): string | undefined {
 }
 
 /**
- * Parse one text frame from a client. With `verify`, an EVENT's id and signature are checked,
- * which is what makes its pubkey usable as an identity.
+ * Parse one text frame from a client, structure only: verifying a signature is dear, so the
+ * admission step charges the sender before it calls `verifySignature`.
  */
-export function parseClientFrame(text: string, verify: boolean): ClientFrame {
+export function parseClientFrame(text: string): ClientFrame {
   let msg: unknown;
   try {
     msg = JSON.parse(text);
@@ -41,7 +42,7 @@ export function parseClientFrame(text: string, verify: boolean): ClientFrame {
   const verb = msg[0];
   switch (verb) {
     case 'EVENT':
-      return parseEvent(msg[1], verify);
+      return parseEvent(msg[1]);
     case 'REQ':
     case 'COUNT':
       if (typeof msg[1] !== 'string' || msg[1].length === 0 || msg[1].length > 64) {
@@ -56,7 +57,7 @@ export function parseClientFrame(text: string, verify: boolean): ClientFrame {
   }
 }
 
-function parseEvent(raw: unknown, verify: boolean): ClientFrame {
+function parseEvent(raw: unknown): ClientFrame {
   const id =
     raw && typeof raw === 'object' && typeof (raw as { id?: unknown }).id === 'string'
       ? (raw as { id: string }).id
@@ -68,9 +69,10 @@ function parseEvent(raw: unknown, verify: boolean): ClientFrame {
   if (!validateEvent(event) || !HEX64.test(event.id ?? '') || typeof event.sig !== 'string') {
     return { type: 'BAD_EVENT', id, reason: 'malformed event (fields or types)' };
   }
-  if (!verify) return { type: 'EVENT', event, verified: false };
-  if (!verifyEvent(event)) {
-    return { type: 'BAD_EVENT', id, reason: 'event id or signature does not verify' };
-  }
-  return { type: 'EVENT', event, verified: true };
+  return { type: 'EVENT', event };
+}
+
+/** The event id is the hash of its content and the signature is the pubkey's over that id. */
+export function verifySignature(event: Event): boolean {
+  return verifyEvent(event);
 }

@@ -6,6 +6,7 @@ import { MultiplierBoard } from '../pressure/board.js';
 import { QuotaDecider } from '../quota/decider.js';
 import { Policy } from '../quota/policy.js';
 import { createStore, parseNodeAddress } from '../store/index.js';
+import { Admission } from './admission.js';
 import { buildAdminApp } from './admin.js';
 import { ClientAddress } from './client-address.js';
 import type { GatewayContext } from './context.js';
@@ -60,7 +61,8 @@ export async function startGateway(
     metrics,
     address,
     log,
-  };
+  } as Omit<GatewayContext, 'admission'> as GatewayContext;
+  ctx.admission = new Admission(ctx);
   if (config.pressure.avoidEmergency) pool.avoid((id) => board.get(id).emergency === true);
 
   await pool.start();

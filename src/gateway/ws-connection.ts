@@ -1,9 +1,6 @@
 import type { RawData, WebSocket } from 'ws';
-import { resolveIdentity } from '../quota/policy.js';
-import { nostrRejection } from '../quota/responses.js';
+import type { ConnectionFacts } from './admission.js';
 import type { GatewayContext } from './context.js';
-import { recordDecision } from './context.js';
-import { parseClientFrame, sniffEventId } from './nostr-frames.js';
 
 /** Who is on the other end of a client connection, fixed at connect. */
 export interface ConnectionInfo {
@@ -38,6 +35,8 @@ export class ProxiedConnection {
   private pausedForQueue = false;
   private pausedForUpstream = false;
   private closed = false;
+  /** What the admission step knows and counts of this connection. */
+  private readonly facts: ConnectionFacts;
 
   constructor(
     private readonly client: WebSocket,
@@ -46,6 +45,7 @@ export class ProxiedConnection {
     private readonly info: ConnectionInfo,
     private readonly onGone: () => void,
   ) {
+    this.facts = { ...info, invalidEvents: 0 };
     client.on('message', (data, isBinary) => this.enqueue(data, isBinary));
     upstream.on('message', (data, isBinary) => this.toClient(data, isBinary));
     client.on('close', (code) =>
@@ -91,67 +91,13 @@ export class ProxiedConnection {
   }
 
   private async handle(data: Buffer, isBinary: boolean): Promise<void> {
-    const { ctx } = this;
-    const { maxFrameBytes } = ctx.config.limits;
-    if (isBinary) {
-      ctx.metrics.frames.inc({ type: 'MALFORMED' });
-      this.send(['NOTICE', 'invalid: binary frames are not part of NIP-01']);
-      return;
+    const verdict = await this.ctx.admission.frame(this.facts, data, isBinary);
+    if (verdict.forward) this.toUpstream(data);
+    if (verdict.reply) this.send(verdict.reply);
+    if (verdict.close) {
+      this.ctx.metrics.frames.inc({ type: 'CLOSED_FOR_POLICY' });
+      this.closeBoth(verdict.close.code, verdict.close.reason, 'gateway');
     }
-    if (data.length > maxFrameBytes) {
-      ctx.metrics.frames.inc({ type: 'OVERSIZED' });
-      const reason = `invalid: message of ${data.length} bytes exceeds the limit of ${maxFrameBytes} bytes`;
-      const id = sniffEventId(data.toString('utf8'));
-      this.send(id ? ['OK', id, false, reason] : ['NOTICE', reason]);
-      return;
-    }
-    const frame = parseClientFrame(data.toString('utf8'), ctx.config.nostr.verifySignatures);
-    ctx.metrics.frames.inc({ type: frame.type === 'BAD_EVENT' ? 'EVENT' : frame.type });
-    switch (frame.type) {
-      case 'MALFORMED':
-        this.send(['NOTICE', `invalid: ${frame.reason}`]);
-        return;
-      case 'BAD_EVENT':
-        this.send(['OK', frame.id, false, `invalid: ${frame.reason}`]);
-        return;
-      case 'EVENT': {
-        const verifiedPubkey = frame.verified ? frame.event.pubkey : undefined;
-        const admitted = await this.admit('write', verifiedPubkey);
-        if (admitted === true) this.toUpstream(data);
-        else this.send(['OK', frame.event.id, false, admitted]);
-        return;
-      }
-      case 'REQ':
-      case 'COUNT': {
-        const admitted = await this.admit('read', undefined);
-        if (admitted === true) this.toUpstream(data);
-        else this.send(['CLOSED', frame.subId, admitted]);
-        return;
-      }
-      default:
-        this.toUpstream(data);
-    }
-  }
-
-  /** true to forward, or the NIP-01 message explaining the refusal. */
-  private async admit(
-    cls: 'write' | 'read',
-    verifiedPubkey: string | undefined,
-  ): Promise<true | string> {
-    const { ctx, info } = this;
-    const { order, keySalt } = ctx.config.identity;
-    const candidates = { apiKey: info.apiKey, verifiedPubkey, ip: info.ip };
-    const identity = resolveIdentity(candidates, order, ctx.policy, keySalt);
-    const decision = await ctx.decider.decide({
-      identity,
-      ip: info.ip,
-      cls,
-      cost: 1,
-      nodeId: info.nodeId,
-    });
-    if (!decision) return true;
-    recordDecision(ctx, decision, cls, info.nodeId);
-    return decision.admitted ? true : nostrRejection(decision);
   }
 
   private send(message: unknown[]): void {

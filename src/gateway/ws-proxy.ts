@@ -1,7 +1,6 @@
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocket, WebSocketServer } from 'ws';
-import { resolveIdentity } from '../quota/policy.js';
 import type { GatewayContext } from './context.js';
 import { ProxiedConnection } from './ws-connection.js';
 
@@ -32,7 +31,7 @@ export function attachWebSocketProxy(server: Server, ctx: GatewayContext) {
     const ip = ctx.address.ip(req);
     const apiKeyHeader = req.headers[identity.apiKeyHeader];
     const apiKey = Array.isArray(apiKeyHeader) ? apiKeyHeader[0] : apiKeyHeader;
-    const who = resolveIdentity({ apiKey, ip }, identity.order, ctx.policy, identity.keySalt);
+    const who = ctx.admission.sender({ apiKey, ip });
     const node = ctx.pool.pick(who.key, true);
     if (!node) {
       rejectUpgrade(socket, 503, 'no relay node is available');

@@ -70,7 +70,7 @@ export class QuotaDecider {
   reload(settings: QuotaSettings): void {
     this.settings = settings;
     this.limiters.clear();
-    this.insurance.clear();
+    // Insurance counters are kept: a reload must not hand every client a fresh share.
   }
 
   /**
@@ -137,30 +137,26 @@ export class QuotaDecider {
       return { ...shape, outcome: 'error', admitted, remaining: 0, resetSec: 1, fromMemory: false };
     }
     const share = insuredPoints(points, this.settings.gateways);
-    const insurer = this.insurerFor(req.cls, req.identity.tier, base, share);
+    const insurer = this.insurerFor(req.cls, req.identity.tier, base);
+    // One counter per (class, tier, window) whatever the multiplier: the share in force is
+    // compared here, so a multiplier change neither resets nor splits what was consumed.
+    let res: RateLimiterRes;
     try {
-      const res = await insurer.consume(key, req.cost);
-      return {
-        ...shape,
-        limit: share,
-        outcome: 'insured',
-        admitted: true,
-        remaining: res.remainingPoints,
-        resetSec: secondsUntil(res.msBeforeNext),
-        fromMemory: false,
-      };
-    } catch (res) {
-      if (!(res instanceof RateLimiterRes)) throw res;
-      return {
-        ...shape,
-        limit: share,
-        outcome: 'insured',
-        admitted: false,
-        remaining: 0,
-        resetSec: secondsUntil(res.msBeforeNext),
-        fromMemory: false,
-      };
+      res = await insurer.consume(key, req.cost);
+    } catch (rejected) {
+      if (!(rejected instanceof RateLimiterRes)) throw rejected;
+      res = rejected;
     }
+    const admitted = res.consumedPoints <= share;
+    return {
+      ...shape,
+      limit: share,
+      outcome: 'insured',
+      admitted,
+      remaining: Math.max(0, share - res.consumedPoints),
+      resetSec: secondsUntil(res.msBeforeNext),
+      fromMemory: false,
+    };
   }
 
   /** Counter key prefix of a (class, tier, window): shared by every limit derived from it. */
@@ -185,13 +181,13 @@ export class QuotaDecider {
     return limiter;
   }
 
-  private insurerFor(cls: string, tier: string, base: Limit, points: number): RateLimiterMemory {
+  private insurerFor(cls: string, tier: string, base: Limit): RateLimiterMemory {
     const keyPrefix = this.prefix(cls, tier, base.windowSec);
-    const id = `${keyPrefix}#${points}`;
-    let insurer = this.insurance.get(id);
+    let insurer = this.insurance.get(keyPrefix);
     if (!insurer) {
-      insurer = new RateLimiterMemory({ keyPrefix, points, duration: base.windowSec });
-      this.insurance.set(id, insurer);
+      // Points only bound the counter; the share in force is compared by the caller.
+      insurer = new RateLimiterMemory({ keyPrefix, points: 2 ** 30, duration: base.windowSec });
+      this.insurance.set(keyPrefix, insurer);
     }
     return insurer;
   }

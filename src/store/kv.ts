@@ -9,12 +9,16 @@ export interface KeyValue {
   /** SET without expiry. */
   set(key: string, value: string): Promise<void>;
   get(key: string): Promise<string | null>;
+  /** SET NX with a lease: true when this call created the key, false when it existed. */
+  claim(key: string, value: string, pxMs: number): Promise<boolean>;
+  del(key: string): Promise<void>;
   /** PUBLISH; resolves with the number of subscribers that received it (cluster: on that node). */
   publish(channel: string, message: string): Promise<number>;
 }
 
 interface IoKv {
-  set(key: string, value: string, px?: 'PX', ms?: number): Promise<unknown>;
+  set(key: string, value: string, px?: 'PX', ms?: number, nx?: 'NX'): Promise<unknown>;
+  del(key: string): Promise<number>;
   get(key: string): Promise<string | null>;
   publish(channel: string, message: string): Promise<number>;
 }
@@ -40,6 +44,18 @@ export function keyValue(raw: RawClient): KeyValue {
           await c.set(key, value);
         }),
       get: (key) => wrap('GET', async () => ((await c.get(key)) ?? null)?.toString() ?? null),
+      claim: (key, value, pxMs) =>
+        wrap('SET NX', async () => {
+          const res = await c.set(key, value, {
+            conditionalSet: 'onlyIfDoesNotExist',
+            expiry: { type: TimeUnit.Milliseconds, count: pxMs },
+          });
+          return res !== null;
+        }),
+      del: (key) =>
+        wrap('DEL', async () => {
+          await c.del([key]);
+        }),
       // Glide takes the message first.
       publish: (channel, message) => wrap('PUBLISH', () => c.publish(message, channel)),
     };
@@ -55,6 +71,12 @@ export function keyValue(raw: RawClient): KeyValue {
         await c.set(key, value);
       }),
     get: (key) => wrap('GET', () => c.get(key)),
+    claim: (key, value, pxMs) =>
+      wrap('SET NX', async () => (await c.set(key, value, 'PX', pxMs, 'NX')) !== null),
+    del: (key) =>
+      wrap('DEL', async () => {
+        await c.del(key);
+      }),
     publish: (channel, message) => wrap('PUBLISH', () => c.publish(channel, message)),
   };
 }

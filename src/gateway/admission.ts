@@ -1,0 +1,282 @@
+import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
+import type { Event } from 'nostr-tools/pure';
+import type { QuotaDecision } from '../quota/decider.js';
+import { makeIdentity, resolveIdentity } from '../quota/policy.js';
+import type { Identity } from '../quota/policy.js';
+import {
+  nostrRejection,
+  rateLimitHeaders,
+  rateLimitedProblem,
+  unavailableProblem,
+} from '../quota/responses.js';
+import type { Problem } from '../quota/responses.js';
+import { StoreError } from '../store/index.js';
+import type { GatewayContext } from './context.js';
+import { recordDecision } from './context.js';
+import { parseClientFrame, sniffEventId, verifySignature } from './nostr-frames.js';
+import { parseRequestTarget } from './request-target.js';
+import type { RequestTarget } from './request-target.js';
+import type { UpstreamState } from './upstreams.js';
+
+/** Who sends: the socket's address (after trusted proxies) and the API key it presented. */
+export interface SenderFacts {
+  ip: string;
+  apiKey?: string;
+}
+
+export interface HttpFacts extends SenderFacts {
+  method: string;
+  url: string | undefined;
+  /** Declared Content-Length; NaN or undefined when absent. */
+  contentLength?: number;
+}
+
+export type HttpVerdict =
+  | {
+      action: 'forward';
+      node: UpstreamState;
+      target: RequestTarget;
+      /** RateLimit headers to add to the relay's answer. */
+      headers: Record<string, string>;
+    }
+  | { action: 'answer'; problem: Problem; headers: Record<string, string> };
+
+/** One client WebSocket: fixed at connect, plus what its frames have cost so far. */
+export interface ConnectionFacts extends SenderFacts {
+  nodeId: string;
+  /** EVENTs that failed verification on this connection. */
+  invalidEvents: number;
+}
+
+export interface FrameVerdict {
+  /** Forward the frame to the relay as received. */
+  forward: boolean;
+  /** A message the gateway answers itself (OK, CLOSED or NOTICE). */
+  reply?: unknown[];
+  /** Close the client with this code after the reply. */
+  close?: { code: number; reason: string };
+}
+
+const FORWARD: FrameVerdict = { forward: true };
+
+function problemOf(status: number, type: string, title: string, detail: string): Problem {
+  return { type: `urn:sluice:problem:${type}`, title, status, detail };
+}
+
+/**
+ * The one admission step for HTTP requests and WebSocket frames: the proxies hand it the
+ * facts and get a verdict; identity, cost, quota decisions and their metrics live here.
+ *
+ * Checks run from cheapest to dearest, and work is charged before it is done: the frame
+ * rate of the source address (memory), parsing with size bounds, the sender's quota (the API
+ * key it presented, else its address), signature verification, and last the verified
+ * author's quota, which only events not seen before pay: a replay is answered `duplicate:`.
+ */
+export class Admission {
+  private readonly frameRate: RateLimiterMemory;
+
+  constructor(private readonly ctx: GatewayContext) {
+    this.frameRate = new RateLimiterMemory({
+      keyPrefix: 'frames',
+      points: ctx.config.limits.framesPerSecPerAddress,
+      duration: 1,
+    });
+  }
+
+  /** The identity charged for every write a client sends, whatever it carries. */
+  sender(facts: SenderFacts): Identity {
+    const { order, keySalt } = this.ctx.config.identity;
+    const senderOrder = order.filter((s) => s !== 'pubkey');
+    return resolveIdentity(facts, senderOrder, this.ctx.policy, keySalt);
+  }
+
+  async http(facts: HttpFacts): Promise<HttpVerdict> {
+    const { ctx } = this;
+    const target = parseRequestTarget(facts.url);
+    if (!target) {
+      return answer(
+        problemOf(400, 'bad-request-target', 'Bad Request', 'the request target is not usable'),
+      );
+    }
+    const { cls, cost } = ctx.policy.classify(facts.method, target.path);
+    if (cls === 'deny') {
+      return answer(problemOf(404, 'not-found', 'Not Found', 'no such resource'));
+    }
+    const { maxBodyBytes } = ctx.config.limits;
+    if ((facts.contentLength ?? 0) > maxBodyBytes) {
+      return answer(
+        problemOf(
+          413,
+          'body-too-large',
+          'Content Too Large',
+          `request bodies are limited to ${maxBodyBytes} bytes`,
+        ),
+      );
+    }
+    const identity = this.sender(facts);
+    const node = ctx.pool.pick(identity.key);
+    if (!node) {
+      return answer(
+        { ...unavailableProblem(), detail: 'no relay node is available' },
+        { 'retry-after': '1' },
+      );
+    }
+    if (cls === 'exempt') return { action: 'forward', node, target, headers: {} };
+    const decision = await ctx.decider.decide({
+      identity,
+      ip: facts.ip,
+      cls,
+      cost,
+      nodeId: node.id,
+    });
+    if (!decision) return { action: 'forward', node, target, headers: {} };
+    recordDecision(ctx, decision, cls, node.id);
+    const headers = rateLimitHeaders(decision);
+    if (decision.admitted) return { action: 'forward', node, target, headers };
+    // A quota store failure in fail-closed mode is our problem, not the client's: 503, never 429.
+    return decision.outcome === 'error'
+      ? answer(unavailableProblem(), { 'retry-after': '1' })
+      : answer(rateLimitedProblem(decision), headers);
+  }
+
+  async frame(conn: ConnectionFacts, data: Buffer, isBinary: boolean): Promise<FrameVerdict> {
+    const { ctx } = this;
+    const { maxFrameBytes } = ctx.config.limits;
+    if (!(await this.withinFrameRate(conn.ip))) {
+      ctx.metrics.frames.inc({ type: 'RATE_LIMITED' });
+      return {
+        forward: false,
+        reply: refusal(data, 'rate-limited: too many messages from this address'),
+      };
+    }
+    if (isBinary) {
+      ctx.metrics.frames.inc({ type: 'MALFORMED' });
+      return { forward: false, reply: ['NOTICE', 'invalid: binary frames are not part of NIP-01'] };
+    }
+    if (data.length > maxFrameBytes) {
+      ctx.metrics.frames.inc({ type: 'OVERSIZED' });
+      const reason = `invalid: message of ${data.length} bytes exceeds the limit of ${maxFrameBytes} bytes`;
+      return { forward: false, reply: refusal(data, reason) };
+    }
+    const frame = parseClientFrame(data.toString('utf8'));
+    ctx.metrics.frames.inc({ type: frame.type === 'BAD_EVENT' ? 'EVENT' : frame.type });
+    switch (frame.type) {
+      case 'MALFORMED':
+        return { forward: false, reply: ['NOTICE', `invalid: ${frame.reason}`] };
+      case 'BAD_EVENT':
+        return { forward: false, reply: ['OK', frame.id, false, `invalid: ${frame.reason}`] };
+      case 'EVENT':
+        return this.event(conn, frame.event);
+      case 'REQ':
+      case 'COUNT': {
+        const refused = await this.charge(this.sender(conn), conn, 'read');
+        return refused === undefined
+          ? FORWARD
+          : { forward: false, reply: ['CLOSED', frame.subId, refused] };
+      }
+      default:
+        return FORWARD;
+    }
+  }
+
+  private async event(conn: ConnectionFacts, event: Event): Promise<FrameVerdict> {
+    const { ctx } = this;
+    const { nostr, identity } = ctx.config;
+    const notOk = (message: string): FrameVerdict => ({
+      forward: false,
+      reply: ['OK', event.id, false, message],
+    });
+    const refusedSender = await this.charge(this.sender(conn), conn, 'write');
+    if (refusedSender !== undefined) return notOk(refusedSender);
+    if (!nostr.verifySignatures) return FORWARD;
+    if (!verifySignature(event)) {
+      conn.invalidEvents++;
+      ctx.metrics.frames.inc({ type: 'INVALID_SIGNATURE' });
+      const verdict = notOk('invalid: event id or signature does not verify');
+      if (conn.invalidEvents < nostr.maxInvalidEvents) return verdict;
+      return {
+        ...verdict,
+        close: { code: 1008, reason: 'too many events that do not verify' },
+      };
+    }
+    if (!identity.order.includes('pubkey')) return FORWARD;
+    const author = makeIdentity('pubkey', event.pubkey, ctx.policy.defaultTier, identity.keySalt);
+    const seen = await this.claimFirstSight(event.id, author);
+    if (seen === 'duplicate') {
+      ctx.metrics.frames.inc({ type: 'DUPLICATE' });
+      return {
+        forward: false,
+        reply: ['OK', event.id, true, 'duplicate: already have this event'],
+      };
+    }
+    const refusedAuthor = await this.charge(author, conn, 'write');
+    if (refusedAuthor === undefined) return FORWARD;
+    // Not admitted: its author may send it again later, so it was never "seen".
+    if (seen === 'claimed') await ctx.store.kv.del(seenKey(ctx, event.id)).catch(() => undefined);
+    return notOk(refusedAuthor);
+  }
+
+  /**
+   * Mark an event as admitted by some gateway for the author's quota window (SET NX), so a
+   * replay from anyone is answered `duplicate:` without charging its author. Without the
+   * store the event is judged as new (the insurance limiter still bounds the author).
+   */
+  private async claimFirstSight(
+    id: string,
+    author: Identity,
+  ): Promise<'claimed' | 'duplicate' | 'unknown'> {
+    const { ctx } = this;
+    const windowSec = ctx.policy.limitOf(author.tier, 'write')?.windowSec;
+    if (!windowSec || !ctx.config.quotas.enabled || ctx.decider.storeDown) return 'unknown';
+    try {
+      const fresh = await ctx.store.kv.claim(seenKey(ctx, id), '1', windowSec * 1000);
+      return fresh ? 'claimed' : 'duplicate';
+    } catch (err) {
+      if (err instanceof StoreError) return 'unknown';
+      throw err;
+    }
+  }
+
+  /** Undefined when admitted, else the NIP-01 message of the refusal. */
+  private async charge(
+    identity: Identity,
+    conn: ConnectionFacts,
+    cls: 'write' | 'read',
+  ): Promise<string | undefined> {
+    const decision: QuotaDecision | null = await this.ctx.decider.decide({
+      identity,
+      ip: conn.ip,
+      cls,
+      cost: 1,
+      nodeId: conn.nodeId,
+    });
+    if (!decision) return undefined;
+    recordDecision(this.ctx, decision, cls, conn.nodeId);
+    return decision.admitted ? undefined : nostrRejection(decision);
+  }
+
+  private async withinFrameRate(ip: string): Promise<boolean> {
+    try {
+      await this.frameRate.consume(ip);
+      return true;
+    } catch (res) {
+      if (res instanceof RateLimiterRes) return false;
+      throw res;
+    }
+  }
+}
+
+function answer(problem: Problem, headers: Record<string, string> = {}): HttpVerdict {
+  return { action: 'answer', problem, headers };
+}
+
+/** OK false for an EVENT whose id can be found without parsing, NOTICE otherwise. */
+function refusal(data: Buffer, reason: string): unknown[] {
+  const id = sniffEventId(data.toString('utf8', 0, Math.min(data.length, 64 * 1024)));
+  return id ? ['OK', id, false, reason] : ['NOTICE', reason];
+}
+
+/** Event ids are hashes of verified content: their own hash tag spreads them over slots. */
+function seenKey(ctx: GatewayContext, id: string): string {
+  return `${ctx.config.quotas.keyPrefix}:seen:{${id}}`;
+}
