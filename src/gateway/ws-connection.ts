@@ -96,6 +96,7 @@ export class ProxiedConnection {
     if (verdict.reply) this.send(verdict.reply);
     if (verdict.close) {
       this.ctx.metrics.frames.inc({ type: 'CLOSED_FOR_POLICY' });
+      this.send(['NOTICE', `restricted: ${verdict.close.reason}; closing the connection`]);
       this.closeBoth(verdict.close.code, verdict.close.reason, 'gateway');
     }
   }

@@ -1,0 +1,125 @@
+/**
+ * Attack: keep the gateway's core busy with well-formed events whose signatures do not
+ * verify (each costs about a millisecond of CPU to check). The sender is charged before
+ * verification, so its quota runs out and later forgeries cost no verification at all; a
+ * connection that keeps sending events it could not have signed is closed (1008).
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { finalizeEvent, generateSecretKey } from 'nostr-tools/pure';
+import type { Event } from 'nostr-tools/pure';
+import { NostrClient, admin, startGateway } from '../helpers/gateway.js';
+import type { GatewayUnderTest } from '../helpers/gateway.js';
+import { startRelay } from '../helpers/processes.js';
+import type { RelayProcess } from '../helpers/processes.js';
+
+const LIMIT = 10;
+
+/** A well-formed event (its id matches its content) with a signature of another key. */
+function forged(n: number): Event {
+  const real = finalizeEvent(
+    { kind: 1, created_at: Math.floor(Date.now() / 1000), tags: [], content: `forged ${n}` },
+    generateSecretKey(),
+  );
+  const other = finalizeEvent(
+    { kind: 1, created_at: 1, tags: [], content: 'x' },
+    generateSecretKey(),
+  );
+  return { ...real, sig: other.sig };
+}
+
+function closed(client: NostrClient, timeoutMs = 10_000): Promise<number> {
+  return new Promise((resolve, reject) => {
+    if (client.ws.readyState === client.ws.CLOSED) return reject(new Error('already closed'));
+    const timer = setTimeout(() => reject(new Error('the gateway did not close')), timeoutMs);
+    client.ws.once('close', (code) => {
+      clearTimeout(timer);
+      resolve(code);
+    });
+  });
+}
+
+async function metric(gw: GatewayUnderTest, name: string, labels: string): Promise<number> {
+  const res = await admin(gw, 'GET', '/metrics');
+  const line = res.body.split('\n').find((l) => l.startsWith(`${name}{${labels}}`));
+  return line ? Number(line.split(' ').pop()) : 0;
+}
+
+describe('events that do not verify', { timeout: 90_000 }, () => {
+  let relay: RelayProcess;
+  let gw: GatewayUnderTest;
+  let cutOff: GatewayUnderTest;
+  const clients: NostrClient[] = [];
+
+  before(async () => {
+    relay = await startRelay({ nodeId: 'relay-a' });
+    const upstreams = [{ id: 'relay-a', url: relay.url }];
+    const quotas = (tag: string) => ({
+      keyPrefix: `forged${tag}${Date.now().toString(36)}`,
+      tiers: { default: { write: { points: LIMIT, windowSec: 60 } } },
+    });
+    [gw, cutOff] = await Promise.all([
+      startGateway('iovalkey', 'standalone', upstreams, {
+        identity: { order: ['pubkey', 'ip'] },
+        quotas: quotas('a'),
+        nostr: { maxInvalidEvents: 1000 },
+      }),
+      startGateway('valkey-glide', 'cluster', upstreams, {
+        identity: { order: ['pubkey', 'ip'] },
+        quotas: quotas('b'),
+        nostr: { maxInvalidEvents: 5 },
+      }),
+    ]);
+  });
+
+  after(async () => {
+    for (const c of clients) c.close();
+    await Promise.allSettled([gw?.proc.stop(), cutOff?.proc.stop()]);
+    await relay?.stop();
+  });
+
+  it('charges the sender before verifying: past its quota, forgeries are not verified', async () => {
+    const attacker = await NostrClient.connect(gw.url, '127.0.11.2');
+    clients.push(attacker);
+    const before = await metric(gw, 'sluice_frames_total', 'type="INVALID_SIGNATURE"');
+    const sent = 40;
+    for (let i = 0; i < sent; i++) attacker.send(['EVENT', forged(i)]);
+    await attacker.until((m) => m.filter((x) => x[0] === 'OK').length === sent);
+    const prefixes = attacker.oks().map((ok) => String(ok[3]).split(':')[0]);
+    assert.equal(prefixes.filter((p) => p === 'invalid').length, LIMIT, 'verified while charged');
+    assert.equal(prefixes.filter((p) => p === 'rate-limited').length, sent - LIMIT);
+    assert.ok(
+      attacker.oks().every((ok) => ok[2] === false),
+      'no forgery is accepted',
+    );
+    const verifiedAndFailed =
+      (await metric(gw, 'sluice_frames_total', 'type="INVALID_SIGNATURE"')) - before;
+    assert.equal(verifiedAndFailed, LIMIT, 'only the charged forgeries were verified');
+
+    const usage = JSON.parse((await admin(gw, 'GET', '/admin/clients/ip:127.0.11.2')).body) as {
+      write: { consumed: number };
+    };
+    assert.ok(usage.write.consumed >= LIMIT, 'every forgery was charged to its address');
+
+    // Everyone else is served as before.
+    const honest = await NostrClient.connect(gw.url, '127.0.11.3');
+    clients.push(honest);
+    const ok = finalizeEvent(
+      { kind: 1, created_at: Math.floor(Date.now() / 1000), tags: [], content: 'honest' },
+      generateSecretKey(),
+    );
+    honest.send(['EVENT', ok]);
+    await honest.until((m) => m.some((x) => x[0] === 'OK' && x[1] === ok.id && x[2] === true));
+  });
+
+  it('closes a connection (1008, with a NOTICE) after the configured number of forgeries', async () => {
+    const attacker = await NostrClient.connect(cutOff.url, '127.0.11.4');
+    clients.push(attacker);
+    const gone = closed(attacker);
+    for (let i = 0; i < 5; i++) attacker.send(['EVENT', forged(i)]);
+    assert.equal(await gone, 1008);
+    assert.equal(attacker.oks().length, 5, 'every forgery was answered before the close');
+    const notice = attacker.received.find((m) => m[0] === 'NOTICE');
+    assert.match(String(notice?.[1]), /^restricted: too many events that do not verify/);
+  });
+});

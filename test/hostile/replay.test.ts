@@ -1,0 +1,109 @@
+/**
+ * Attack: drain a victim's pubkey quota by replaying one of the victim's signed events from
+ * another connection (and through another gateway sharing the Valkey). A signature proves
+ * who wrote an event, not who sends it: replays are answered `duplicate:` and cost the
+ * author nothing; the sender pays for them from its own address.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { finalizeEvent, generateSecretKey } from 'nostr-tools/pure';
+import type { Event } from 'nostr-tools/pure';
+import { NostrClient, request, startGateway } from '../helpers/gateway.js';
+import type { GatewayUnderTest } from '../helpers/gateway.js';
+import { startRelay } from '../helpers/processes.js';
+import type { RelayProcess } from '../helpers/processes.js';
+
+const LIMIT = 10;
+
+function signer() {
+  const sk = generateSecretKey();
+  let n = 0;
+  return (): Event =>
+    finalizeEvent(
+      { kind: 1, created_at: Math.floor(Date.now() / 1000), tags: [], content: `note ${n++}` },
+      sk,
+    );
+}
+
+/** The OK answer for one event id, waited for with a deadline. */
+async function okFor(client: NostrClient, id: string): Promise<unknown[]> {
+  await client.until((msgs) => msgs.some((m) => m[0] === 'OK' && m[1] === id));
+  return client.received.find((m) => m[0] === 'OK' && m[1] === id)!;
+}
+
+describe('replayed events cost their author nothing', { timeout: 90_000 }, () => {
+  let relay: RelayProcess;
+  let gateways: GatewayUnderTest[] = [];
+  const clients: NostrClient[] = [];
+
+  before(async () => {
+    relay = await startRelay({ nodeId: 'relay-a' });
+    const settings = {
+      identity: { order: ['pubkey', 'ip'] },
+      quotas: {
+        keyPrefix: `replay${Date.now().toString(36)}`,
+        tiers: { default: { write: { points: LIMIT, windowSec: 60 } } },
+      },
+    };
+    // Two gateways sharing one Valkey: a replay through either is known to both.
+    gateways = await Promise.all([
+      startGateway('iovalkey', 'standalone', [{ id: 'relay-a', url: relay.url }], settings),
+      startGateway('valkey-glide', 'standalone', [{ id: 'relay-a', url: relay.url }], settings),
+    ]);
+  });
+
+  after(async () => {
+    for (const c of clients) c.close();
+    await Promise.allSettled(gateways.map((g) => g.proc.stop()));
+    await relay?.stop();
+  });
+
+  it('answers replays duplicate:, keeps the victim whole and stores each event once', async () => {
+    const victimSigns = signer();
+    const victim = await NostrClient.connect(gateways[0]!.url, '127.0.10.2');
+    const attackerA = await NostrClient.connect(gateways[0]!.url, '127.0.10.3');
+    const attackerB = await NostrClient.connect(gateways[1]!.url, '127.0.10.4');
+    clients.push(victim, attackerA, attackerB);
+
+    const stolen = victimSigns();
+    victim.send(['EVENT', stolen]);
+    assert.deepEqual((await okFor(victim, stolen.id)).slice(0, 3), ['OK', stolen.id, true]);
+
+    // 15 replays over two gateways: more than the victim's whole quota.
+    for (let i = 0; i < 15; i++) (i % 2 ? attackerB : attackerA).send(['EVENT', stolen]);
+    await attackerA.until((m) => m.filter((x) => x[0] === 'OK').length === 8);
+    await attackerB.until((m) => m.filter((x) => x[0] === 'OK').length === 7);
+    const replayAnswers = [...attackerA.oks(), ...attackerB.oks()];
+    for (const ok of replayAnswers) {
+      assert.equal(ok[2], true, `a replay is accepted as already held: ${JSON.stringify(ok)}`);
+      assert.match(String(ok[3]), /^duplicate:/);
+    }
+
+    // The victim can still spend the rest of its quota on new events, and no more.
+    const fresh = Array.from({ length: LIMIT }, victimSigns);
+    for (const e of fresh) victim.send(['EVENT', e]);
+    const answers = await Promise.all(fresh.map((e) => okFor(victim, e.id)));
+    const accepted = answers.filter((a) => a[2] === true).length;
+    assert.equal(accepted, LIMIT - 1, 'the victim kept every point the replays did not take');
+    assert.match(String(answers.find((a) => a[2] === false)?.[3]), /^rate-limited:/);
+
+    const stored = await request(`${relay.url}/events?ids=${stolen.id}`);
+    assert.equal((JSON.parse(stored.body) as unknown[]).length, 1, 'the relay holds it once');
+  });
+
+  it('charges the replaying address: its own quota runs out, not the author', async () => {
+    const victimSigns = signer();
+    const victim = await NostrClient.connect(gateways[0]!.url, '127.0.10.5');
+    const attacker = await NostrClient.connect(gateways[0]!.url, '127.0.10.6');
+    clients.push(victim, attacker);
+    const stolen = victimSigns();
+    victim.send(['EVENT', stolen]);
+    await okFor(victim, stolen.id);
+
+    for (let i = 0; i < LIMIT + 5; i++) attacker.send(['EVENT', stolen]);
+    await attacker.until((m) => m.filter((x) => x[0] === 'OK').length === LIMIT + 5);
+    const prefixes = attacker.oks().map((ok) => String(ok[3]).split(':')[0]);
+    assert.equal(prefixes.filter((p) => p === 'duplicate').length, LIMIT);
+    assert.equal(prefixes.filter((p) => p === 'rate-limited').length, 5);
+  });
+});
