@@ -37,7 +37,8 @@ export function benchGatewayConfig(
     // The load generator is the only peer; it names its clients in X-Forwarded-For.
     trustedProxies: ['127.0.0.1'],
     logging: { level: 'warn', requests: false },
-    limits: { maxBodyBytes },
+    // One load generator is one source address: its frame rate is what is being measured.
+    limits: { maxBodyBytes, framesPerSecPerAddress: 1_000_000 },
     identity: { order: flood ? ['apiKey', 'ip'] : ['ip'] },
     quotas: {
       enabled: cfg.implementation !== 'quotas-off',
