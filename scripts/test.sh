@@ -7,6 +7,13 @@ source "$(dirname "$0")/lib/common.sh"
 
 STANDALONE_PORT="${SLUICE_TEST_STANDALONE_PORT:-6390}"
 CLUSTER_BASE="${SLUICE_TEST_CLUSTER_BASE:-7100}"
+# Bounds so that nothing hangs the run. Each test has its own bound (describe/it options in
+# the Node files, pytest.ini's timeout for Python); node's --test-timeout also bounds each
+# whole file in Node 20, so it is sized for the slowest (pressure-e2e, about 2 minutes).
+# The whole-run bounds are a last guard, far above a normal run.
+NODE_FILE_TIMEOUT_MS=420000
+NODE_SUITE_TIMEOUT_SEC=3600
+PYTHON_SUITE_TIMEOUT_SEC=600
 # The suite's Valkey state lives apart from instances a user started by hand.
 export SLUICE_RUN_DIR="$ROOT/.run/test"
 REPORTS="$SLUICE_RUN_DIR/reports"
@@ -16,8 +23,29 @@ setup
 ensure_chromium
 
 stop_valkey() { "${SLUICE[@]}" valkey stop --all >/dev/null 2>&1 || true; }
+
+# Run a command under a time bound (exit 124 when it runs out). `timeout` puts the command in
+# a process group of its own, away from the terminal's Ctrl-C, so it runs in the background
+# here: `wait` returns on INT or TERM, and the trap below passes the signal on.
+bounded_pid=
+bounded() {
+  local seconds=$1
+  shift
+  timeout --kill-after=30 "$seconds" "$@" &
+  bounded_pid=$!
+  local rc=0
+  wait "$bounded_pid" || rc=$?
+  bounded_pid=
+  return "$rc"
+}
+stop_bounded() {
+  [ -n "$bounded_pid" ] || return 0
+  kill -TERM "$bounded_pid" 2>/dev/null || true
+  wait "$bounded_pid" 2>/dev/null || true
+}
+
 trap stop_valkey EXIT
-trap 'exit 130' INT TERM
+trap 'stop_bounded; exit 130' INT TERM
 
 mkdir -p "$REPORTS"
 say "starting Valkey: standalone on $STANDALONE_PORT, cluster on $CLUSTER_BASE-$((CLUSTER_BASE + 5))"
@@ -32,22 +60,40 @@ say "lint (eslint, prettier)"
 npm run --silent lint || failed+=(lint)
 
 say "Node tests"
-node --test --test-concurrency=1 \
+# No file can hang the run: --test-force-exit ends a file once its tests are done, whatever
+# handles it left open, and --test-timeout bounds each file (and each test that sets no
+# bound of its own; the suites do). test/hostile may be empty or absent: nullglob.
+shopt -s nullglob
+node_files=(dist/test/*.test.js dist/test/hostile/*.test.js)
+shopt -u nullglob
+rm -f "$REPORTS/node.tap" # never count an earlier run's report
+rc=0
+bounded "$NODE_SUITE_TIMEOUT_SEC" \
+  node --test --test-concurrency=1 --test-force-exit --test-timeout="$NODE_FILE_TIMEOUT_MS" \
   --test-reporter=spec --test-reporter-destination=stdout \
   --test-reporter=tap --test-reporter-destination="$REPORTS/node.tap" \
-  dist/test/*.test.js || failed+=(node)
-node_pass=$(sed -n 's/^# pass //p' "$REPORTS/node.tap" | tail -1)
-node_fail=$(sed -n 's/^# fail //p' "$REPORTS/node.tap" | tail -1)
+  "${node_files[@]}" || rc=$?
+[ "$rc" -eq 0 ] || failed+=(node)
+[ "$rc" -ne 124 ] || echo "the Node suite did not finish within ${NODE_SUITE_TIMEOUT_SEC}s"
+node_pass=$(sed -n 's/^# pass //p' "$REPORTS/node.tap" 2>/dev/null | tail -1 || true)
+node_fail=$(sed -n 's/^# fail //p' "$REPORTS/node.tap" 2>/dev/null | tail -1 || true)
 
 py_pass=0
 py_fail=0
+rm -f "$REPORTS/pytest.xml" # never count an earlier run's report
 if compgen -G "tests/python/test_*.py" >/dev/null; then
   say "Python tests"
-  set +e
-  .venv/bin/python -m pytest -q tests/python --junitxml="$REPORTS/pytest.xml"
-  rc=$?
-  set -e
+  # A basetemp of this clone's own: pytest sessions sharing /tmp/pytest-of-$USER prune each
+  # other's numbered directories, so concurrent runs on one machine can delete a live tmp_path.
+  # Each test is bounded by pytest.ini's timeout; this bounds the whole suite.
+  rc=0
+  bounded "$PYTHON_SUITE_TIMEOUT_SEC" \
+    .venv/bin/python -m pytest -q tests/python --basetemp="$SLUICE_RUN_DIR/pytest-tmp" \
+    --junitxml="$REPORTS/pytest.xml" || rc=$?
   [ "$rc" -eq 0 ] || failed+=(python)
+  [ "$rc" -ne 124 ] || echo "the Python suite did not finish within ${PYTHON_SUITE_TIMEOUT_SEC}s"
+fi
+if [ -f "$REPORTS/pytest.xml" ]; then
   py_pass=$(.venv/bin/python - "$REPORTS/pytest.xml" <<'PY'
 import sys, xml.etree.ElementTree as ET
 s = ET.parse(sys.argv[1]).getroot()
@@ -58,6 +104,8 @@ PY
 )
   py_fail=${py_pass#* }
   py_pass=${py_pass% *}
+elif [[ " ${failed[*]} " == *" python "* ]]; then
+  py_fail=1 # killed or crashed before it wrote a report
 fi
 
 elapsed=$(( $(date +%s) - started_at ))

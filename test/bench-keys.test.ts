@@ -13,7 +13,7 @@ function histogram(draw: () => number, n: number, keys: number): number[] {
   return counts;
 }
 
-describe('load key generation', () => {
+describe('load key generation', { timeout: 60_000 }, () => {
   it('draws uniformly: every identity near its fair share, none outside the range', () => {
     const keys = 100;
     const n = 200_000;

@@ -7,7 +7,7 @@ import { failureReasons } from '../src/bench/run/runner.js';
 import type { RunConfig } from '../src/bench/run/config.js';
 import type { LoadResult } from '../src/bench/run/http-load.js';
 
-describe('benchmark measurement', () => {
+describe('benchmark measurement', { timeout: 60_000 }, () => {
   it('reads CPU ticks past a command name holding spaces and parentheses', () => {
     const stat = '1234 (node (x) y) S 1 2 3 4 5 6 7 8 9 10 250 50 0 0 20 0';
     assert.equal(parseProcStat(stat), 300);

@@ -170,7 +170,13 @@ function hostPathOf(service: Service, target: string): string {
   return root(mount.host);
 }
 
-function gatewayConfigOf(service: Service, env: NodeJS.ProcessEnv = {}): GatewayConfig {
+/**
+ * What an operator exports before `up` (the file's placeholder token is refused, see
+ * docker/README.md).
+ */
+const OPERATOR_ENV = { SLUICE_ADMIN_TOKEN: 'compose-test-admin-token-0123456789' };
+
+function gatewayConfigOf(service: Service, env: NodeJS.ProcessEnv = OPERATOR_ENV): GatewayConfig {
   const cmd = parseCommand(commandOf(service));
   return loadGatewayConfig({
     file: hostPathOf(service, flag(cmd, '--config')),
@@ -387,7 +393,7 @@ function helpOf(role: string): string {
   return helpTexts.get(role)!;
 }
 
-describe('docker packaging: files', () => {
+describe('docker packaging: files', { timeout: 120_000 }, () => {
   it('run-local.sh has the roles the compose files are held to', () => {
     for (const role of ['relay', 'feed', 'gateway']) {
       const cmds = runLocal.get(role) ?? [];
@@ -496,7 +502,7 @@ describe('docker packaging: files', () => {
 });
 
 for (const file of COMPOSE_FILES) {
-  describe(`${file}: static checks`, () => {
+  describe(`${file}: static checks`, { timeout: 120_000 }, () => {
     const compose = loadCompose(file);
     const cluster = file.includes('cluster');
 
@@ -892,6 +898,7 @@ async function startValkey(binary: string, args: string[], port: number): Promis
       await sleep(50);
     }
   }
+  await stopChild(child);
   throw new Error(`valkey-server ${args.join(' ')} did not start:\n${output}`);
 }
 
@@ -899,7 +906,13 @@ async function stopChild(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   const exited = new Promise((resolve) => child.once('exit', resolve));
   child.kill('SIGTERM');
-  await exited;
+  // A server that ignores SIGTERM is killed, so `after` cannot wait for ever.
+  const kill = setTimeout(() => child.kill('SIGKILL'), 10_000);
+  try {
+    await exited;
+  } finally {
+    clearTimeout(kill);
+  }
 }
 
 /** Ports for a cluster: each free, and its bus port (+10000) too. */
@@ -940,7 +953,7 @@ async function until<T>(what: string, probe: () => Promise<T | undefined>, ms = 
 }
 
 for (const file of COMPOSE_FILES) {
-  describe(`${file}: the stack, run on this machine`, () => {
+  describe(`${file}: the stack, run on this machine`, { timeout: 120_000 }, () => {
     const compose = loadCompose(file);
     const cluster = file.includes('cluster');
     const scratch = mkdtempSync(path.join(tmpdir(), 'sluice-compose-'));
@@ -1063,7 +1076,7 @@ for (const file of COMPOSE_FILES) {
         );
         const env = {
           ...process.env,
-          ...environmentOf(service, process.env),
+          ...environmentOf(service, { ...process.env, ...OPERATOR_ENV }),
           // Loopback, and ports the OS picks (the --port flags refuse 0).
           SLUICE__listen__host: '127.0.0.1',
           SLUICE__listen__port: '0',

@@ -6,12 +6,24 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { PRESSURE_CHANNEL, decodeReport, pressureKey } from '../src/pressure/report.js';
 import type { PressureReport } from '../src/pressure/report.js';
 import { createStore, subscribe } from '../src/store/index.js';
+import type { Store } from '../src/store/index.js';
 import { sluice } from './helpers/cli.js';
 import { matrix, nodesFor, storeOptions } from './helpers/env.js';
 import { spawnSluice, startFeed, startRelay } from './helpers/processes.js';
 import type { RelayProcess } from './helpers/processes.js';
 
-describe('sluice feed', () => {
+/** Wait until `key` is gone (its lease lapsed), failing with its value after `timeoutMs`. */
+async function untilGone(store: Store, key: string, why: string, timeoutMs = 5000) {
+  const deadline = Date.now() + timeoutMs;
+  let value = await store.kv.get(key);
+  while (value !== null && Date.now() < deadline) {
+    await sleep(100);
+    value = await store.kv.get(key);
+  }
+  assert.equal(value, null, why);
+}
+
+describe('sluice feed', { timeout: 120_000 }, () => {
   let relay: RelayProcess;
   before(async () => {
     relay = await startRelay({ nodeId: 'fed' });
@@ -29,40 +41,43 @@ describe('sluice feed', () => {
         if (r?.node === node) received.push(r);
       });
       const store = await createStore(storeOptions(client, mode));
-      const feed = await startFeed({
-        nodeId: node,
-        relayUrl: relay.url,
-        targetBytes: '1GiB',
-        tickMs: 200,
-        client,
-        mode,
-      });
       try {
-        const deadline = Date.now() + 5000;
-        while (received.length < 3 && Date.now() < deadline) await sleep(50);
-        assert.ok(received.length >= 3, `received ${received.length} reports`);
-        const seqs = received.map((r) => r.seq);
-        assert.deepEqual(
-          seqs,
-          [...seqs].sort((a, b) => a - b),
-          'seq increases',
-        );
-        const last = received.at(-1)!;
-        // An idle relay far below a 1 GiB target: no pressure.
-        assert.equal(last.m, 1);
-        assert.equal(last.mode, 'normal');
-        assert.ok(last.u > 0 && last.u < 0.5, `u ${last.u}`);
-        assert.equal(last.law, 'lead');
-        const stored = decodeReport(await store.kv.get(pressureKey(node)));
-        assert.equal(stored?.node, node);
+        const feed = await startFeed({
+          nodeId: node,
+          relayUrl: relay.url,
+          targetBytes: '1GiB',
+          tickMs: 200,
+          client,
+          mode,
+        });
+        try {
+          const deadline = Date.now() + 5000;
+          while (received.length < 3 && Date.now() < deadline) await sleep(50);
+          assert.ok(received.length >= 3, `received ${received.length} reports`);
+          const seqs = received.map((r) => r.seq);
+          assert.deepEqual(
+            seqs,
+            [...seqs].sort((a, b) => a - b),
+            'seq increases',
+          );
+          const last = received.at(-1)!;
+          // An idle relay far below a 1 GiB target: no pressure.
+          assert.equal(last.m, 1);
+          assert.equal(last.mode, 'normal');
+          assert.ok(last.u > 0 && last.u < 0.5, `u ${last.u}`);
+          assert.equal(last.law, 'lead');
+          const stored = decodeReport(await store.kv.get(pressureKey(node)));
+          assert.equal(stored?.node, node);
+        } finally {
+          assert.equal(await feed.stop(), 0);
+        }
+        // The lease is three ticks (600 ms): a dead feed's key disappears on its own.
+        await untilGone(store, pressureKey(node), 'the lease of a stopped feed lapses');
       } finally {
-        assert.equal(await feed.stop(), 0);
+        // Open Valkey clients would keep this file's process alive after a failure.
         await sub.close();
+        await store.close();
       }
-      // The lease is three ticks: a dead feed's key disappears on its own.
-      await sleep(800);
-      assert.equal(await store.kv.get(pressureKey(node)), null);
-      await store.close();
     });
   }
 
@@ -70,6 +85,7 @@ describe('sluice feed', () => {
     const node = `fed-failing-${Date.now()}`;
     const victim = spawn('sleep', ['60'], { stdio: 'ignore' });
     const store = await createStore(storeOptions('ioredis', 'standalone'));
+    // Stopped whatever fails below: an open store client would keep this file running.
     const feed = await spawnSluice([
       'feed',
       '--node-id',
@@ -86,7 +102,11 @@ describe('sluice feed', () => {
       nodesFor('standalone')
         .map((n) => `${n.host}:${n.port}`)
         .join(','),
-    ]);
+    ]).catch(async (err: unknown) => {
+      victim.kill('SIGKILL');
+      await store.close();
+      throw err;
+    });
     try {
       assert.ok(
         decodeReport(await store.kv.get(pressureKey(node))),
@@ -94,17 +114,13 @@ describe('sluice feed', () => {
       );
       victim.kill('SIGKILL');
       await once(victim, 'exit');
-      await sleep(1000);
-      assert.equal(
-        await store.kv.get(pressureKey(node)),
-        null,
-        'no fresh value, so the lease ran out',
-      );
+      await untilGone(store, pressureKey(node), 'no fresh value, so the lease ran out');
       const metrics = await (await fetch(`${feed.url}/metrics`)).text();
       assert.match(metrics, /sluice_feed_sample_errors_total [1-9]/);
       assert.equal((await fetch(`${feed.url}/healthz`)).status, 200, 'the feed is still running');
       assert.match(feed.output(), /memory sample failed/);
     } finally {
+      victim.kill('SIGKILL');
       await feed.stop();
       await store.close();
     }

@@ -46,7 +46,7 @@ function write(gw: GatewayUnderTest, from: string, i: number) {
   return request(`${gw.url}/events`, { method: 'POST', body: JSON.stringify(event), from });
 }
 
-describe('Valkey failure during operation', () => {
+describe('Valkey failure during operation', { timeout: 120_000 }, () => {
   let scratch: string;
   let env: NodeJS.ProcessEnv;
   let valkey: InstanceSelector;
@@ -61,9 +61,13 @@ describe('Valkey failure during operation', () => {
   });
 
   after(async () => {
-    await relay.stop();
-    await stopInstance(valkey, quiet, env);
-    rmSync(scratch, { recursive: true, force: true });
+    try {
+      await relay?.stop();
+    } finally {
+      // This Valkey runs detached: nothing else would stop it.
+      if (valkey) await stopInstance(valkey, quiet, env);
+      if (scratch) rmSync(scratch, { recursive: true, force: true });
+    }
   });
 
   for (const client of CLIENT_KINDS) {

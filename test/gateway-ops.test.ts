@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { finalizeEvent, generateSecretKey } from 'nostr-tools/pure';
 import { NostrClient, admin, request, startGateway } from './helpers/gateway.js';
 import type { GatewayUnderTest } from './helpers/gateway.js';
-import { startRelay } from './helpers/processes.js';
+import { startRelay, stopAll } from './helpers/processes.js';
 import type { SluiceProcess } from './helpers/processes.js';
 
 function signed(i: number, sk = generateSecretKey()) {
@@ -35,7 +35,7 @@ async function nodeHealth(gw: GatewayUnderTest): Promise<Record<string, boolean>
   return Object.fromEntries(Object.entries(state.nodes).map(([id, n]) => [id, n.healthy]));
 }
 
-describe('gateway operations', () => {
+describe('gateway operations', { timeout: 120_000 }, () => {
   let relays: SluiceProcess[];
   let gw: GatewayUnderTest;
 
@@ -61,8 +61,7 @@ describe('gateway operations', () => {
   });
 
   after(async () => {
-    await gw.proc.stop();
-    await Promise.all(relays.map((r) => r.stop()));
+    await stopAll(gw?.proc, ...(relays ?? []));
   });
 
   it('answers /healthz and /readyz, and exports decisions, frames and open sockets', async () => {
@@ -73,14 +72,16 @@ describe('gateway operations', () => {
     const ev = signed(0);
     nostr.send(['EVENT', ev]);
     nostr.send(['REQ', 'x', { limit: 1 }]);
-    await nostr.until((m) => m.some((x) => x[0] === 'EOSE'));
+    // The EVENT's decision is counted when its OK comes back, not when the REQ's EOSE does.
+    await nostr.until((m) => m.some((x) => x[0] === 'EOSE') && m.some((x) => x[0] === 'OK'));
     const metrics = (await request(`${gw.adminUrl}/metrics`)).body;
     assert.match(metrics, /sluice_websockets_open 1/);
     assert.match(metrics, /sluice_frames_total\{type="EVENT"\} 1/);
     assert.match(metrics, /sluice_frames_total\{type="REQ"\} 1/);
+    // Two decisions for one new event: its sender's address, then its verified author.
     assert.match(
       metrics,
-      /sluice_decisions_total\{outcome="allowed",class="write",node="relay-[ab]"\} 1/,
+      /sluice_decisions_total\{outcome="allowed",class="write",node="relay-[ab]"\} 2/,
     );
     assert.match(metrics, /sluice_multiplier\{node="relay-a",source="default"\} 1/);
     nostr.close();

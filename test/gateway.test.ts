@@ -66,7 +66,7 @@ function freshClientAddress(): string {
 }
 
 for (const { client, mode } of matrix()) {
-  describe(`gateway with ${client} on ${mode}`, () => {
+  describe(`gateway with ${client} on ${mode}`, { timeout: 120_000 }, () => {
     let gw: GatewayUnderTest;
     before(async () => {
       // Each combination gets its own counters: a prefix of its own.

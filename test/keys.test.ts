@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { clientKey } from '../src/store/index.js';
 
-describe('clientKey', () => {
+describe('clientKey', { timeout: 30_000 }, () => {
   it('hashes the identity and puts the hash tag on it', () => {
     const key = clientKey('203.0.113.7');
     assert.match(key, /^\{[A-Za-z0-9_-]{22}\}$/);

@@ -12,6 +12,9 @@ import {
 } from '../src/pressure/plant.js';
 import type { PlantParams, Scenario, SimOptions, SimResult } from '../src/pressure/plant.js';
 
+/** Each suite's bound (the simulations take well under a second each): a stuck test fails, it does not hang the run. */
+const BOUND = { timeout: 60_000 };
+
 // All in simulated time: a 1 GiB target, 60% baseline, an 8 MiB/s drain, a base quota of
 // 24 MiB/s and 1 s from publication to enforcement. The 3x step fills the headroom at 1.6%
 // of the target per second, like the reference relay (1 MiB/s drain) under a 128 MiB target.
@@ -47,7 +50,7 @@ const leadRun = run(createLeadLaw());
 const pidRun = run(createPidLaw());
 const onGrid = (m: number) => Math.abs(m / lead.quantum - Math.round(m / lead.quantum)) < 1e-9;
 
-describe('lead law on a 3x overload step', () => {
+describe('lead law on a 3x overload step', BOUND, () => {
   const s = leadRun.summary;
 
   it('keeps peak memory within 5% of the band top', () => {
@@ -84,7 +87,7 @@ describe('lead law on a 3x overload step', () => {
   });
 });
 
-describe('lead law across plants and ticks', () => {
+describe('lead law across plants and ticks', BOUND, () => {
   const cases: [string, Partial<PlantParams>, Partial<SimOptions>][] = [
     ['1% sampling noise', { noise: 0.01 }, {}],
     ['4x faster fill', { drainBytesPerSec: 4 * DRAIN, baseBytesPerSec: 12 * DRAIN }, {}],
@@ -135,7 +138,7 @@ describe('lead law across plants and ticks', () => {
   });
 });
 
-describe('PID comparison law (the relay report’s own) on the same plant', () => {
+describe('PID comparison law (the relay report’s own) on the same plant', BOUND, () => {
   it('overshoots far more, stays above target, and latches emergency', () => {
     const ours = leadRun.summary;
     const theirs = pidRun.summary;
@@ -165,7 +168,7 @@ describe('PID comparison law (the relay report’s own) on the same plant', () =
   });
 });
 
-describe('emergency latch', () => {
+describe('emergency latch', BOUND, () => {
   it('clears within dwell + one tick with zero traffic, evaluated on the tick alone', () => {
     const target = DEFAULT_PLANT_PARAMS.targetBytes;
     // u starts at 1.15 (baseline 0.6 + backlog 0.55), nothing is offered: the backlog drains
@@ -210,7 +213,7 @@ describe('emergency latch', () => {
   });
 });
 
-describe('published value', () => {
+describe('published value', BOUND, () => {
   it('does not chatter under 1% sampling noise', () => {
     const noisy = run(createLeadLaw(), { noise: 0.01 });
     const fine = run(createLeadLaw({ quantum: 0.001, deadband: 0 }), { noise: 0.01 });
@@ -240,7 +243,7 @@ describe('published value', () => {
   });
 });
 
-describe('time handling', () => {
+describe('time handling', BOUND, () => {
   it('filters by time: the same step response at any tick, regular or not', () => {
     const at = 4;
     const expected = 1 - 0.5 * Math.exp(-at / lead.tauSec);
@@ -282,7 +285,7 @@ describe('time handling', () => {
   });
 });
 
-describe('backlog term (the workflow engine’s proportional law)', () => {
+describe('backlog term (the workflow engine’s proportional law)', BOUND, () => {
   const params = { acceptableBacklogBytes: 64 * MiB, baseBytesPerSec: 24 * MiB, mMin: 0.05 };
 
   it('is proportional to acceptable / backlog with the drain as feed-forward', () => {

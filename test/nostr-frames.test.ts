@@ -9,7 +9,7 @@ const event = finalizeEvent(
   generateSecretKey(),
 );
 
-describe('client frames', () => {
+describe('client frames', { timeout: 30_000 }, () => {
   it('parses a signed EVENT and verifies it apart', () => {
     const frame = parseClientFrame(JSON.stringify(['EVENT', event]));
     assert.equal(frame.type, 'EVENT');

@@ -41,7 +41,7 @@ after(async () => {
 });
 
 for (const mode of MODES) {
-  describe(`peer gateway (@fastify/rate-limit, ioredis) on ${mode}`, () => {
+  describe(`peer gateway (@fastify/rate-limit, ioredis) on ${mode}`, { timeout: 120_000 }, () => {
     const nameSpace = `${uniquePrefix(`peer-${mode}`)}:`;
     const valkeyNodes = nodesFor(mode).map((n) => `${n.host}:${n.port}`);
     let peer: RunningPeerGateway;
@@ -158,7 +158,7 @@ for (const mode of MODES) {
   });
 }
 
-describe('sluice bench peer (the CLI)', () => {
+describe('sluice bench peer (the CLI)', { timeout: 120_000 }, () => {
   it('prints its ready line with the settings, proxies, and exits 0 on SIGTERM', async () => {
     const nodes = nodesFor('standalone').map((n) => `${n.host}:${n.port}`);
     const proc = await spawnSluice([
@@ -206,7 +206,7 @@ describe('sluice bench peer (the CLI)', () => {
   });
 });
 
-describe('percentiles', () => {
+describe('percentiles', { timeout: 120_000 }, () => {
   it('is null for no values', () => {
     assert.equal(percentiles([]), null);
   });
@@ -235,7 +235,7 @@ describe('percentiles', () => {
   });
 });
 
-describe('runNostrLoad', () => {
+describe('runNostrLoad', { timeout: 120_000 }, () => {
   const pool = (() => {
     const a = author();
     return Array.from({ length: 200 }, (_, i) => a.event(i));

@@ -4,6 +4,7 @@ import type { IncomingMessage } from 'node:http';
 import { describe, it } from 'node:test';
 import { validateGatewayConfig } from '../src/config/load.js';
 import { ClientAddress } from '../src/gateway/client-address.js';
+import { parseRequestTarget } from '../src/gateway/request-target.js';
 import { Policy, resolveIdentity } from '../src/quota/policy.js';
 import { clientKey } from '../src/store/keys.js';
 
@@ -29,7 +30,7 @@ const config = validateGatewayConfig({
 });
 const policy = new Policy(config.quotas);
 
-describe('policy', () => {
+describe('policy', { timeout: 30_000 }, () => {
   it('classifies writes by method unless a route says otherwise', () => {
     assert.deepEqual(policy.classify('POST', '/events'), { cls: 'write', cost: 1 });
     assert.deepEqual(policy.classify('DELETE', '/x'), { cls: 'write', cost: 1 });
@@ -93,6 +94,93 @@ describe('policy', () => {
   });
 });
 
+describe('deny routes on the path as the relay reads it', { timeout: 30_000 }, () => {
+  const classifyRaw = (p: Policy, method: string, raw: string) => {
+    const target = parseRequestTarget(raw);
+    assert.ok(target, raw);
+    return p.classify(method, target.path);
+  };
+  const denied = { cls: 'deny', cost: 0 };
+
+  it("denies the reference relay's operator paths by default, however spelled", () => {
+    for (const raw of [
+      '/admin/drain',
+      '/admin',
+      '/admin/',
+      '/stats',
+      '/metrics',
+      '/metrics?x=1',
+      '/%61dmin/drain',
+      '/ADMIN/drain',
+      '/Stats',
+      '/admin%2Fdrain',
+      '/admin//drain',
+      '/./admin/spike',
+      '/events/../admin/drain',
+      '/x/%2e%2e/admin/drain',
+      'http://relay.example/admin/drain',
+      'HTTPS://x/%53tats',
+    ]) {
+      for (const method of ['GET', 'POST']) {
+        assert.deepEqual(classifyRaw(policy, method, raw), denied, `${method} ${raw}`);
+      }
+    }
+    for (const raw of ['/administrator', '/statsd', '/events', '/', '/metrics-public']) {
+      assert.notEqual(classifyRaw(policy, 'GET', raw).cls, 'deny', raw);
+    }
+  });
+
+  it('pays the cost of a route whatever the spelling of its path', () => {
+    const p = new Policy(
+      validateGatewayConfig({
+        admin: { token: 'x'.repeat(16) },
+        upstreams: [{ id: 'a', url: 'http://127.0.0.1:1' }],
+        quotas: { routes: [{ path: '/events', method: 'POST', class: 'write', cost: 4 }] },
+      }).quotas,
+    );
+    for (const raw of [
+      '/events',
+      '/%65vents',
+      '/%65%76ents/',
+      '/x/../events',
+      '/events//',
+      'http://h/events',
+    ]) {
+      assert.deepEqual(classifyRaw(p, 'POST', raw), { cls: 'write', cost: 4 }, raw);
+    }
+  });
+
+  it('keeps the default denies when routes are added; denyPaths: [] forwards them', () => {
+    const withRoutes = (quotas: Record<string, unknown>) =>
+      new Policy(
+        validateGatewayConfig({
+          admin: { token: 'x'.repeat(16) },
+          upstreams: [{ id: 'a', url: 'http://127.0.0.1:1' }],
+          quotas,
+        }).quotas,
+      );
+    const added = withRoutes({ routes: [{ path: '/', class: 'exempt' }] });
+    assert.deepEqual(added.classify('POST', '/admin/drain'), denied, 'denies come before routes');
+    assert.deepEqual(added.classify('POST', '/events'), { cls: 'exempt', cost: 1 });
+
+    const open = withRoutes({ denyPaths: [] });
+    assert.deepEqual(open.classify('GET', '/stats'), { cls: 'read', cost: 1 });
+
+    const own = withRoutes({
+      denyPaths: ['/private/'],
+      routes: [
+        { path: '/Internal', class: 'deny' },
+        { path: '/Events', class: 'exempt' },
+      ],
+    });
+    assert.deepEqual(own.classify('GET', '/private'), denied, 'a trailing slash still denies');
+    assert.deepEqual(own.classify('GET', '/INTERNAL/x'), denied, 'deny routes ignore case');
+    assert.deepEqual(own.classify('GET', '/stats'), { cls: 'read', cost: 1 });
+    assert.deepEqual(own.classify('GET', '/events'), { cls: 'read', cost: 1 }, 'others do not');
+    assert.equal(own.limitOf('default', 'deny'), undefined);
+  });
+});
+
 function fakeRequest(peer: string, xff?: string): IncomingMessage {
   return {
     socket: { remoteAddress: peer },
@@ -100,7 +188,7 @@ function fakeRequest(peer: string, xff?: string): IncomingMessage {
   } as unknown as IncomingMessage;
 }
 
-describe('client address', () => {
+describe('client address', { timeout: 30_000 }, () => {
   it('ignores X-Forwarded-For from an untrusted peer', () => {
     const addr = new ClientAddress([]);
     const req = fakeRequest('203.0.113.5', '1.2.3.4');

@@ -9,7 +9,7 @@ import {
 import { nostrRejection, rateLimitHeaders, rateLimitedProblem } from '../src/quota/responses.js';
 import type { QuotaDecision } from '../src/quota/decider.js';
 
-describe('effective limits', () => {
+describe('effective limits', { timeout: 30_000 }, () => {
   it('quantises the multiplier down to the step, within [0, 1]', () => {
     assert.equal(quantiseMultiplier(0.5, 0.05), 0.5);
     assert.equal(quantiseMultiplier(0.549, 0.05), 0.5);
@@ -56,7 +56,7 @@ const limited: QuotaDecision = {
   fromMemory: false,
 };
 
-describe('rate-limit responses', () => {
+describe('rate-limit responses', { timeout: 30_000 }, () => {
   it('emits the structured-field headers of the IETF draft, with Retry-After on rejection', () => {
     assert.deepEqual(rateLimitHeaders(limited), {
       'ratelimit-policy': '"writes";q=5;w=10',

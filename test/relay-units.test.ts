@@ -24,7 +24,7 @@ const event = (fields: Partial<NostrEvent> = {}): NostrEvent =>
     secret,
   );
 
-describe('relay memtable', () => {
+describe('relay memtable', { timeout: 30_000 }, () => {
   it('appends across slab boundaries and reads back any range', () => {
     const mt = new Memtable(1000, 16);
     const parts = ['hello ', 'wörld, this spans ', Buffer.from('several slabs'), '!'];
@@ -62,7 +62,7 @@ describe('relay memtable', () => {
   });
 });
 
-describe('relay filters', () => {
+describe('relay filters', { timeout: 30_000 }, () => {
   const e = event({
     kind: 7,
     created_at: 100,
@@ -106,7 +106,7 @@ describe('relay filters', () => {
   });
 });
 
-describe('relay event validation', () => {
+describe('relay event validation', { timeout: 30_000 }, () => {
   it('accepts a signed event and stores it in canonical key order', () => {
     const e = event();
     const verdict = checkEvent(JSON.parse(JSON.stringify(e)), 1024);
@@ -140,7 +140,7 @@ describe('relay event validation', () => {
   });
 });
 
-describe('relay data file', () => {
+describe('relay data file', { timeout: 30_000 }, () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'sluice-datafile-'));
   after(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -175,7 +175,7 @@ describe('relay data file', () => {
   });
 });
 
-describe('relay options', () => {
+describe('relay options', { timeout: 30_000 }, () => {
   it('parse byte counts with binary units', () => {
     assert.equal(parseBytes('1048576'), 1048576);
     assert.equal(parseBytes('512KiB'), 512 * 1024);

@@ -8,7 +8,7 @@ import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure
 import type { NostrEvent } from 'nostr-tools/pure';
 import { WebSocket } from 'ws';
 import { sluice } from './helpers/cli.js';
-import { spawnSluice, startRelay } from './helpers/processes.js';
+import { relayAdminHeaders, spawnSluice, startRelay } from './helpers/processes.js';
 import type { RelayProcess } from './helpers/processes.js';
 
 const MiB = 1024 * 1024;
@@ -109,10 +109,14 @@ async function getJson<T>(url: string): Promise<T> {
   return (await res.json()) as T;
 }
 
-async function post(url: string, body: unknown): Promise<{ status: number; json: unknown }> {
+async function post(
+  url: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; json: unknown }> {
   const res = await fetch(url, {
     method: 'POST',
-    headers: { 'content-type': 'application/json' },
+    headers: { 'content-type': 'application/json', ...headers },
     body: typeof body === 'string' ? body : JSON.stringify(body),
   });
   const text = await res.text();
@@ -161,7 +165,7 @@ async function statsUntil(
   }
 }
 
-describe('sluice relay: Nostr over WebSocket', () => {
+describe('sluice relay: Nostr over WebSocket', { timeout: 180_000 }, () => {
   let relay: RelayProcess;
   let client: Client;
 
@@ -339,7 +343,7 @@ describe('sluice relay: Nostr over WebSocket', () => {
   });
 });
 
-describe('sluice relay: HTTP', () => {
+describe('sluice relay: HTTP', { timeout: 180_000 }, () => {
   let relay: RelayProcess;
 
   before(async () => {
@@ -415,7 +419,7 @@ describe('sluice relay: HTTP', () => {
       assert.equal(res.status, 400, query);
       assert.match(((await res.json()) as { error: string }).error, /^invalid: /);
     }
-    const spike = await post(`${relay.url}/admin/spike`, { bytes: -1 });
+    const spike = await post(`${relay.url}/admin/spike`, { bytes: -1 }, relayAdminHeaders());
     assert.equal(spike.status, 400);
     assert.equal((await fetch(`${relay.url}/nope`)).status, 404);
     const s = await stats(relay);
@@ -468,7 +472,7 @@ describe('sluice relay: HTTP', () => {
   });
 });
 
-describe('sluice relay: memory follows the backlog', () => {
+describe('sluice relay: memory follows the backlog', { timeout: 180_000 }, () => {
   let relay: RelayProcess;
   const drain = 2 * MiB;
 
@@ -525,10 +529,13 @@ describe('sluice relay: memory follows the backlog', () => {
     assert.ok(later.backlogBytes < peak.backlogBytes);
     assert.ok(later.drainedBytesPerSec > 0 && later.drainedBytesPerSec <= drain * 2);
     // ... and, sped up at run time so the test does not wait half a minute, to zero.
-    assert.deepEqual(await post(`${relay.url}/admin/drain`, { bytesPerSec: 64 * MiB }), {
-      status: 200,
-      json: { drainRateBytesPerSec: 64 * MiB },
-    });
+    assert.deepEqual(
+      await post(`${relay.url}/admin/drain`, { bytesPerSec: 64 * MiB }, relayAdminHeaders()),
+      {
+        status: 200,
+        json: { drainRateBytesPerSec: 64 * MiB },
+      },
+    );
     const drained = await statsUntil(relay, (s) => s.backlogBytes === 0 && s.backlogEvents === 0);
     assert.equal(statSync(file).size - fileBefore, written, 'every accepted byte is on disk');
     assert.ok(drained.memtableBytes <= MiB, `memtable holds ${drained.memtableBytes}`);
@@ -559,7 +566,11 @@ describe('sluice relay: memory follows the backlog', () => {
 
   it('holds an on-demand spike in RSS and releases it after holdMs', async () => {
     const before = await stats(relay);
-    const res = await post(`${relay.url}/admin/spike`, { bytes: 64 * MiB, holdMs: 1500 });
+    const res = await post(
+      `${relay.url}/admin/spike`,
+      { bytes: 64 * MiB, holdMs: 1500 },
+      relayAdminHeaders(),
+    );
     assert.equal(res.status, 200, JSON.stringify(res.json));
     const held = await stats(relay);
     assert.equal(held.spikeBytes, 64 * MiB);
@@ -575,7 +586,7 @@ describe('sluice relay: memory follows the backlog', () => {
   });
 });
 
-describe('sluice relay: options and lifecycle', () => {
+describe('sluice relay: options and lifecycle', { timeout: 180_000 }, () => {
   it('runs periodic spikes and the CPU workload, and says 1001 to sockets on SIGTERM', async () => {
     const relay = await startRelay({
       nodeId: 'opt-a',

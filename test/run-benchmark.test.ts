@@ -1,15 +1,23 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { PROJECT_ROOT } from '../src/valkey/paths.js';
 import type { RunResult } from '../src/bench/run/runner.js';
+import './helpers/signals.js';
 
 const SCRIPT = path.join(PROJECT_ROOT, 'scripts', 'run-benchmark.sh');
 const dir = mkdtempSync(path.join(os.tmpdir(), 'sluice-run-benchmark-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
+
+/** Scripts still running; told to stop (their EXIT trap stops what they started) on exit. */
+const scripts = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const child of scripts) child.kill('SIGTERM');
+});
 
 function runBenchmark(env: Record<string, string>) {
   return new Promise<{ status: number | null; output: string }>((resolve) => {
@@ -26,7 +34,11 @@ function runBenchmark(env: Record<string, string>) {
     let output = '';
     child.stdout.on('data', (d: Buffer) => (output += d.toString()));
     child.stderr.on('data', (d: Buffer) => (output += d.toString()));
-    child.on('exit', (status) => resolve({ status, output }));
+    scripts.add(child);
+    child.on('exit', (status) => {
+      scripts.delete(child);
+      resolve({ status, output });
+    });
   });
 }
 
@@ -34,7 +46,7 @@ function read(file: string): RunResult {
   return JSON.parse(readFileSync(file, 'utf8')) as RunResult;
 }
 
-describe('run-benchmark.sh', () => {
+describe('run-benchmark.sh', { timeout: 300_000 }, () => {
   it('measures a 2-second light run through iovalkey and writes a complete result', async () => {
     const file = path.join(dir, 'light.json');
     const { status, output } = await runBenchmark({

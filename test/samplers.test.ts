@@ -14,7 +14,7 @@ import type { RelayProcess } from './helpers/processes.js';
 
 const MiB = 1024 * 1024;
 
-describe('memory samplers', () => {
+describe('memory samplers', { timeout: 60_000 }, () => {
   let relay: RelayProcess;
   before(async () => {
     relay = await startRelay({ nodeId: 'sampled' });
@@ -63,7 +63,7 @@ describe('memory samplers', () => {
   });
 });
 
-describe('kernel and exposition formats', () => {
+describe('kernel and exposition formats', { timeout: 60_000 }, () => {
   it('parses cgroup v2 memory.stat and memory.pressure as the kernel writes them', () => {
     const stat = parseKeyValues(
       'anon 104857600\nfile 52428800\ninactive_file 20971520\nactive_file 31457280\n',
@@ -86,7 +86,7 @@ describe('kernel and exposition formats', () => {
   });
 });
 
-describe('pressure reports', () => {
+describe('pressure reports', { timeout: 60_000 }, () => {
   it('round-trip, and anything else is ignored rather than trusted', () => {
     const report = {
       node: 'relay-a',

@@ -41,7 +41,7 @@ function assertSlewed(trace: Polled[]): void {
   });
 }
 
-describe('feed tracker', () => {
+describe('feed tracker', { timeout: 30_000 }, () => {
   it('starts cold at the safe value: never the minimum for lack of data', () => {
     const tracker = createFeedTracker();
     for (const t of [0, 10, 3600]) {

@@ -12,7 +12,7 @@ import { unusedPort } from './helpers/env.js';
 
 const quiet = { info: () => undefined, warn: () => undefined };
 
-describe('a store failure is an error, never a rate-limit rejection', () => {
+describe('a store failure is an error, never a rate-limit rejection', { timeout: 60_000 }, () => {
   let scratch: string;
   let env: NodeJS.ProcessEnv;
   let sel: InstanceSelector;

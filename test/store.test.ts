@@ -18,6 +18,9 @@ import {
   unusedPort,
 } from './helpers/env.js';
 
+/** Each suite's bound (a few seconds each against the suite's Valkey): a stuck test fails, it does not hang the run. */
+const BOUND = { timeout: 120_000 };
+
 /** Count keys under a prefix on one node (SCAN, so it works on a cluster primary). */
 async function countKeys(port: number, prefix: string): Promise<number> {
   const conn = await openNodeConnection({ host: '127.0.0.1', port });
@@ -43,7 +46,7 @@ async function countKeys(port: number, prefix: string): Promise<number> {
 }
 
 for (const { client, mode } of matrix()) {
-  describe(`store: ${client} on ${mode}`, () => {
+  describe(`store: ${client} on ${mode}`, BOUND, () => {
     let store: Store;
     before(async () => {
       store = await createStore(storeOptions(client, mode));
@@ -99,7 +102,7 @@ for (const { client, mode } of matrix()) {
 }
 
 for (const mode of ['standalone', 'cluster'] as const) {
-  describe(`mixed fleet on ${mode}`, () => {
+  describe(`mixed fleet on ${mode}`, BOUND, () => {
     const stores: Store[] = [];
     before(async () => {
       for (const client of CLIENT_KINDS) stores.push(await createStore(storeOptions(client, mode)));
@@ -124,7 +127,7 @@ for (const mode of ['standalone', 'cluster'] as const) {
   });
 }
 
-describe('cluster key distribution', () => {
+describe('cluster key distribution', BOUND, () => {
   for (const client of CLIENT_KINDS) {
     it(`${client}: 1000 client keys land on all three primaries`, async () => {
       const store = await createStore(storeOptions(client, 'cluster'));
@@ -155,28 +158,36 @@ describe('cluster key distribution', () => {
 });
 
 for (const mode of ['standalone', 'cluster'] as const) {
-  it(`valkey-glide on ${mode}: the next consume succeeds after FUNCTION FLUSH on the primaries`, async () => {
-    const store = await createStore(storeOptions('valkey-glide', mode));
-    try {
-      const limiter = store.limiter({ keyPrefix: uniquePrefix('flush'), points: 5, duration: 30 });
-      const key = clientKey('client-flush');
-      assert.equal((await limiter.consume(key)).consumed, 1);
-      const primaries = mode === 'cluster' ? nodesFor(mode).slice(0, 3) : nodesFor(mode);
-      for (const node of primaries) {
-        const conn = await openNodeConnection(node);
-        await conn.call('FUNCTION', 'FLUSH');
-        conn.close();
+  it(
+    `valkey-glide on ${mode}: the next consume succeeds after FUNCTION FLUSH on the primaries`,
+    BOUND,
+    async () => {
+      const store = await createStore(storeOptions('valkey-glide', mode));
+      try {
+        const limiter = store.limiter({
+          keyPrefix: uniquePrefix('flush'),
+          points: 5,
+          duration: 30,
+        });
+        const key = clientKey('client-flush');
+        assert.equal((await limiter.consume(key)).consumed, 1);
+        const primaries = mode === 'cluster' ? nodesFor(mode).slice(0, 3) : nodesFor(mode);
+        for (const node of primaries) {
+          const conn = await openNodeConnection(node);
+          await conn.call('FUNCTION', 'FLUSH');
+          conn.close();
+        }
+        const next = await limiter.consume(key);
+        assert.equal(next.allowed, true);
+        assert.equal(next.consumed, 2);
+      } finally {
+        await store.close();
       }
-      const next = await limiter.consume(key);
-      assert.equal(next.allowed, true);
-      assert.equal(next.consumed, 2);
-    } finally {
-      await store.close();
-    }
-  });
+    },
+  );
 }
 
-describe('bad configuration fails at start with a message that names the problem', () => {
+describe('bad configuration fails at start with a message that names the problem', BOUND, () => {
   it('rejects an unknown client name', async () => {
     await assert.rejects(
       createStore({ client: 'redis-py' as never, nodes: nodesFor('standalone') }),

@@ -31,7 +31,7 @@ after(() => {
   rmSync(scratch, { recursive: true, force: true });
 });
 
-describe('sluice valkey (standalone)', () => {
+describe('sluice valkey (standalone)', { timeout: 120_000 }, () => {
   it('starts, is idempotent, reports status, and stops leaving no process', async () => {
     const port = await unusedPort();
     const start = sluice(['valkey', 'start', '--port', String(port)], env);
@@ -93,7 +93,7 @@ describe('sluice valkey (standalone)', () => {
   });
 });
 
-describe('sluice valkey (cluster)', () => {
+describe('sluice valkey (cluster)', { timeout: 120_000 }, () => {
   it('forms 3 primaries with all slots and 3 attached replicas, then stops every node', () => {
     const base = 7110;
     const start = sluice(['valkey', 'start', '--cluster', '--base-port', String(base)], env);
@@ -119,7 +119,7 @@ describe('sluice valkey (cluster)', () => {
   });
 });
 
-describe('server binary discovery', () => {
+describe('server binary discovery', { timeout: 120_000 }, () => {
   let dirs: { bin: string; venv: string; other: string };
   const fakeServer = (file: string) => {
     mkdirSync(path.dirname(file), { recursive: true });

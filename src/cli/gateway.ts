@@ -2,6 +2,7 @@ import { Option } from 'commander';
 import type { Command } from 'commander';
 import { ConfigError, loadGatewayConfig } from '../config/load.js';
 import type { ConfigSources } from '../config/load.js';
+import { defaultSaltWarning } from '../config/secrets.js';
 import { listenPort } from './valkey.js';
 
 interface GatewayFlags {
@@ -99,7 +100,17 @@ export function registerGateway(program: Command): void {
         { level: config.logging.level, base: { service: 'sluice-gateway' } },
         pino.destination(2),
       );
+      // Once, at start: SIGHUP does not reload the salt.
+      const saltWarning = defaultSaltWarning(config);
+      if (saltWarning) log.warn(saltWarning);
       const gateway = await startGateway(config, log);
+      // Last resort, once serving. The gateway keeps running: its state is per connection and
+      // per request, so what an unexpected error can have left wrong is the one client it was
+      // handling, while exiting would cut every client off, a lever for anyone who finds such
+      // an error. It is logged and counted (sluice_internal_errors_total, to alert on) instead.
+      // Failures at startup still exit, above.
+      process.on('uncaughtException', (err) => gateway.internalError('uncaught-exception', err));
+      process.on('unhandledRejection', (err) => gateway.internalError('unhandled-rejection', err));
       console.log(`sluice gateway ready: ${gateway.url} admin=${gateway.adminUrl}`);
 
       process.on('SIGHUP', () => {

@@ -1,4 +1,4 @@
-import { InvalidArgumentError } from 'commander';
+import { InvalidArgumentError, Option } from 'commander';
 import type { Command } from 'commander';
 import {
   DEFAULT_DRAIN_BYTES_PER_SEC,
@@ -65,6 +65,7 @@ interface RelayFlags {
   spikeEveryMs?: number;
   spikeHoldMs?: number;
   maxEventBytes: number;
+  adminToken?: string;
 }
 
 /** Options that are wrong together (single values are checked by their parsers). */
@@ -82,6 +83,13 @@ export function toConfig(flags: RelayFlags): RelayConfig {
     throw new RelayOptionsError('--spike-hold-ms needs --spike-bytes and --spike-every-ms');
   }
   if (flags.spikeBytes === 0) throw new RelayOptionsError('--spike-bytes must be above 0');
+  // Empty counts as unset (an empty variable passed through by Compose or a script).
+  const adminToken = flags.adminToken || undefined;
+  if (adminToken !== undefined && adminToken.length < 16) {
+    throw new RelayOptionsError(
+      'the admin token (--admin-token or SLUICE_RELAY_ADMIN_TOKEN) must have at least 16 characters',
+    );
+  }
   const config: RelayConfig = {
     host: flags.host,
     port: flags.port,
@@ -92,6 +100,7 @@ export function toConfig(flags: RelayFlags): RelayConfig {
     workIterations: flags.workIterations,
     maxEventBytes: flags.maxEventBytes,
   };
+  if (adminToken !== undefined) config.adminToken = adminToken;
   if (flags.spikeBytes !== undefined && flags.spikeEveryMs !== undefined) {
     config.spike = {
       bytes: flags.spikeBytes,
@@ -145,6 +154,12 @@ export function registerRelay(program: Command): void {
       'largest event accepted (serialised)',
       parseBytes,
       DEFAULT_MAX_EVENT_BYTES,
+    )
+    .addOption(
+      new Option(
+        '--admin-token <token>',
+        'bearer token of /admin/spike and /admin/drain, which answer 404 without one (prefer the environment variable)',
+      ).env('SLUICE_RELAY_ADMIN_TOKEN'),
     )
     .action(async (flags: RelayFlags) => {
       const signal = untilSignal();

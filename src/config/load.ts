@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { setPath, valueAt } from '../util/data.js';
 import { GatewayConfigSchema } from './schema.js';
+import { settingLabel } from './secrets.js';
 import type { GatewayConfig } from './schema.js';
 
 export class ConfigError extends Error {
@@ -48,12 +49,16 @@ export function validateGatewayConfig(input: unknown, file?: string): GatewayCon
   const parsed = GatewayConfigSchema.safeParse(input);
   if (parsed.success) return parsed.data;
   const where = file ? ` (file ${file}, environment and flags)` : '';
+  // Each problem names its setting and the value it got, except where either is a secret
+  // (API keys, the admin token, the salt): errors end up in logs.
   const lines = parsed.error.issues.map((issue) => {
-    const key = issue.path.join('.') || '(top level)';
+    const label = settingLabel(issue.path, input);
     const got = valueAt(input, issue.path);
     const shown =
-      got === undefined || typeof got === 'object' ? '' : ` (got ${JSON.stringify(got)})`;
-    return `  ${key}: ${issue.message}${shown}`;
+      got === undefined || typeof got === 'object' || label.secret
+        ? ''
+        : ` (got ${JSON.stringify(got)})`;
+    return `  ${label.path || '(top level)'}: ${issue.message}${shown}`;
   });
   throw new ConfigError(`invalid gateway configuration${where}:\n${lines.join('\n')}`);
 }
@@ -69,9 +74,10 @@ function readConfigFile(file: string): Record<string, unknown> {
   try {
     data = parseYaml(text);
   } catch (err) {
-    throw new ConfigError(
-      `config file ${file} is not valid YAML or JSON: ${(err as Error).message}`,
-    );
+    // The parser's message quotes the offending lines, which may hold a secret: keep only
+    // its first line (what is wrong, and where).
+    const what = ((err as Error).message.split('\n')[0] ?? '').replace(/:$/, '');
+    throw new ConfigError(`config file ${file} is not valid YAML or JSON: ${what}`);
   }
   if (data === null || data === undefined) return {};
   if (typeof data !== 'object' || Array.isArray(data)) {

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { CLIENT_KINDS, TOPOLOGIES } from '../store/options.js';
+import { DEFAULT_KEY_SALT, isPlaceholderAdminToken } from './secrets.js';
 
 const hostPort = z.string().regex(/^(?:.+:)?\d{1,5}$/, 'expected "host:port"');
 const positiveInt = z.number().int().positive();
@@ -20,15 +21,24 @@ const Tier = z.object({
 });
 export type Tier = z.infer<typeof Tier>;
 
+/**
+ * Paths of the reference relay's operator endpoints: answered 404 by the gateway, never
+ * forwarded (the default of quotas.denyPaths).
+ */
+export const DEFAULT_DENY_PATHS = ['/admin', '/stats', '/metrics'];
+
 const Route = z.object({
-  /** Path prefix the route applies to ("/events" matches "/events" and "/events/x"). */
+  /**
+   * Path prefix the route applies to ("/events" matches "/events" and "/events/x"), matched
+   * against the path as the relay reads it (percent-decoded, dot segments resolved).
+   */
   path: z.string().startsWith('/'),
   method: z
     .string()
     .transform((m) => m.toUpperCase())
     .optional(),
   class: z.enum(QUOTA_CLASSES),
-  /** Points one request costs. */
+  /** Points one request costs (not used by exempt and deny). */
   cost: positiveInt.default(1),
 });
 export type Route = z.infer<typeof Route>;
@@ -89,7 +99,14 @@ export const GatewayConfigSchema = z
           .default('x-api-key')
           .transform((h) => h.toLowerCase()),
         /** Salt of the identity hash; every gateway sharing a quota must use the same one. */
-        keySalt: z.string().min(1).default('sluice-v1'),
+        keySalt: z.string().min(1).default(DEFAULT_KEY_SALT),
+        /**
+         * Credential headers passed on to the relays (the API key header and Authorization are
+         * removed otherwise), e.g. ["authorization"] for relays that check NIP-98 HTTP auth.
+         */
+        forwardCredentials: z.array(z.string().transform((h) => h.toLowerCase())).default([]),
+        /** IPv6 clients are one client per network of this prefix (128: per address). */
+        ipv6PrefixLength: z.number().int().min(1).max(128).default(64),
       })
       .prefault({}),
     quotas: z
@@ -107,6 +124,11 @@ export const GatewayConfigSchema = z
         /** API key -> tier. A key may be given as "sha256:<hex>" to keep it out of the file. */
         apiKeys: z.record(z.string(), z.string()).default({}),
         routes: z.array(Route).default([]),
+        /**
+         * Path prefixes answered 404 and never forwarded, whatever the method and case; checked
+         * before `routes`, so adding routes keeps them. [] forwards everything.
+         */
+        denyPaths: z.array(z.string().startsWith('/')).default(DEFAULT_DENY_PATHS),
         /** Identities (IP, pubkey hex or API key) that bypass quotas. */
         allowList: z.array(z.string()).default([]),
         /** Reject known over-limit clients from memory, without a Valkey round trip. */
@@ -149,6 +171,25 @@ export const GatewayConfigSchema = z
         maxQueuedFrames: positiveInt.default(64),
         /** WebSocket frames one source address may send per second, over all its connections. */
         framesPerSecPerAddress: positiveInt.default(1000),
+        /** WebSocket connections (open or opening) one source address may hold; beyond: 429. */
+        maxConnectionsPerAddress: positiveInt.default(256),
+        /**
+         * Bytes waiting to be written to one client that does not read: past half of this (at
+         * most 1 MiB) the gateway stops reading from it; past this it is closed (1008).
+         */
+        maxBufferedBytesPerClient: positiveInt.default(4 * 1024 * 1024),
+        /** A client's request headers must all arrive within this (slow headers: 408, closed). */
+        headersTimeoutMs: positiveInt.default(10_000),
+        /** A client's whole request, body included, must arrive within this (else 408, closed). */
+        requestTimeoutMs: positiveInt.default(30_000),
+        /** An idle keep-alive connection is closed after this. */
+        keepAliveTimeoutMs: positiveInt.default(5_000),
+        /** A relay must connect and start answering (and keep its body flowing) within this. */
+        upstreamTimeoutMs: positiveInt.default(30_000),
+      })
+      .refine((l) => l.headersTimeoutMs <= l.requestTimeoutMs, {
+        path: ['headersTimeoutMs'],
+        message: 'must not exceed requestTimeoutMs (the headers are part of the request)',
       })
       .prefault({}),
     nostr: z
@@ -170,6 +211,16 @@ export const GatewayConfigSchema = z
     shutdownGraceMs: positiveInt.default(10_000),
   })
   .superRefine((cfg, ctx) => {
+    if (isPlaceholderAdminToken(cfg.admin.token)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['admin', 'token'],
+        message:
+          'is the placeholder shipped in the example configuration, known to anyone: set a ' +
+          'secret of your own (SLUICE_ADMIN_TOKEN, --admin-token or admin.token; e.g. ' +
+          '`openssl rand -hex 32`)',
+      });
+    }
     if (!cfg.quotas.tiers[cfg.quotas.defaultTier]) {
       ctx.addIssue({
         code: 'custom',

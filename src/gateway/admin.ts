@@ -52,20 +52,25 @@ function tokenMatches(presented: string, expected: string): boolean {
 }
 
 /**
- * The admin listener, on a port of its own. /admin/* needs the bearer token; /metrics,
- * /healthz and /readyz are open (the listener binds to loopback by default).
+ * The admin listener, on a port of its own. /metrics, /healthz and /readyz are open (the
+ * listener binds to loopback by default); every other route needs the bearer token.
+ *
+ * The token is checked by a hook of the plugin that holds those routes, so it runs for
+ * whichever route matched, however the request spelled it (`/%61dmin/...`, an absolute-form
+ * target): a check on the raw URL would miss every spelling the router normalises. A
+ * spelling that matches no route is a 404 from the root, which has no hook.
  */
 export function buildAdminApp(ctx: GatewayContext): FastifyInstance {
   const app = Fastify({
-    loggerInstance: ctx.log,
+    loggerInstance: ctx.log.child({}, { serializers: { req: routeOfRequest } }),
     logController: new LogController({ disableRequestLogging: !ctx.config.logging.requests }),
   });
-
-  app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
-    if (!request.url.startsWith('/admin')) return;
-    const header = request.headers.authorization ?? '';
-    const token = header.startsWith('Bearer ') ? header.slice(7) : '';
-    if (!token || !tokenMatches(token, ctx.config.admin.token)) {
+  registerOpenRoutes(app, ctx);
+  void app.register((guarded, _options, done) => {
+    guarded.addHook('onRequest', async (request, reply) => {
+      const header = request.headers.authorization ?? '';
+      const token = header.startsWith('Bearer ') ? header.slice(7) : '';
+      if (token && tokenMatches(token, ctx.config.admin.token)) return;
       reply.header('www-authenticate', 'Bearer realm="sluice-admin"');
       return problem(
         reply,
@@ -73,9 +78,115 @@ export function buildAdminApp(ctx: GatewayContext): FastifyInstance {
         'Unauthorized',
         'the admin endpoints need "Authorization: Bearer <admin token>"',
       );
-    }
+    });
+    registerAdminRoutes(guarded, ctx);
+    done();
+  });
+  return app;
+}
+
+/**
+ * How request log lines show an admin request: by the route it matched, not its URL, which
+ * can carry a secret (`/admin/clients/key:<api key>`).
+ */
+function routeOfRequest(request: FastifyRequest) {
+  return {
+    method: request.method,
+    route: request.routeOptions.url ?? '(no route)',
+    remoteAddress: request.ip,
+  };
+}
+
+/** Prometheus and the health checks: no token, nothing they answer is secret. */
+function registerOpenRoutes(app: FastifyInstance, ctx: GatewayContext): void {
+  app.get('/metrics', async (_request, reply) => {
+    reply.type(ctx.metrics.registry.contentType);
+    return ctx.metrics.registry.metrics();
   });
 
+  app.get('/healthz', () => ({ status: 'ok' }));
+
+  app.get('/readyz', async (_request, reply) => {
+    const problems: string[] = [];
+    try {
+      await ctx.store.ping();
+    } catch (err) {
+      problems.push(`valkey: ${(err as Error).message}`);
+    }
+    if (!ctx.pool.anyHealthy()) problems.push('no relay node is healthy');
+    return reply.code(problems.length ? 503 : 200).send({ ready: problems.length === 0, problems });
+  });
+}
+
+type FlowControlChange = z.infer<typeof FlowControlChange>;
+
+/** Why the change cannot be applied, or undefined: checked whole before any part is applied. */
+function flowControlProblem(
+  ctx: GatewayContext,
+  change: FlowControlChange,
+): { title: string; detail: string } | undefined {
+  const unknownTier = Object.keys(change.tiers ?? {}).find(
+    (t) => !ctx.policy.tierNames().includes(t),
+  );
+  if (unknownTier) return { title: 'Unknown tier', detail: `tiers.${unknownTier}: no such tier` };
+  const unknownNode = Object.keys(change.nodes ?? {}).find((n) => !ctx.board.has(n));
+  if (unknownNode)
+    return { title: 'Unknown node', detail: `nodes.${unknownNode}: no such relay node` };
+  if (change.law) {
+    const lawProblem = lawParamsProblem(change.law.params);
+    if (lawProblem) return { title: 'Invalid law parameters', detail: lawProblem };
+    const unknownLawNode = lawTargets(ctx, change.law).find((n) => !ctx.board.has(n));
+    if (unknownLawNode)
+      return { title: 'Unknown node', detail: `law.nodes: no relay node "${unknownLawNode}"` };
+  }
+  return undefined;
+}
+
+function lawTargets(ctx: GatewayContext, law: NonNullable<FlowControlChange['law']>): string[] {
+  return law.nodes ?? ctx.board.list().map((m) => m.nodeId);
+}
+
+/**
+ * Save law parameters for each node, all or none: when one write fails, the nodes already
+ * written get their previous parameters back (as far as the failing store lets us).
+ */
+async function saveLawParams(
+  ctx: GatewayContext,
+  nodes: readonly string[],
+  params: Record<string, number>,
+): Promise<void> {
+  const previous = new Map<string, string | null>();
+  try {
+    for (const node of nodes) {
+      previous.set(node, await ctx.store.kv.get(lawParamsKey(node)));
+      await ctx.store.kv.set(lawParamsKey(node), JSON.stringify(params));
+    }
+  } catch (err) {
+    await Promise.allSettled(
+      [...previous].map(([node, old]) =>
+        old === null
+          ? ctx.store.kv.del(lawParamsKey(node))
+          : ctx.store.kv.set(lawParamsKey(node), old),
+      ),
+    );
+    throw err;
+  }
+}
+
+/** The in-memory part of a validated change: nothing here can fail. */
+function applyFlowControl(ctx: GatewayContext, change: FlowControlChange): void {
+  for (const [tier, limits] of Object.entries(change.tiers ?? {})) {
+    if (limits.write) ctx.policy.setLimit(tier, 'write', limits.write);
+    if (limits.read !== undefined) ctx.policy.setLimit(tier, 'read', limits.read ?? undefined);
+  }
+  for (const [node, { multiplier }] of Object.entries(change.nodes ?? {})) {
+    ctx.board.setOverride(node, multiplier);
+  }
+  if (change.adaptation) ctx.board.setAdaptive(change.adaptation.enabled);
+}
+
+/** Every route that needs the token (registered inside the guarded plugin). */
+function registerAdminRoutes(app: FastifyInstance, ctx: GatewayContext): void {
   app.get('/admin/flow-control', () => flowControlState(ctx));
 
   // The Valkey client and the settings it was given, as passed to the library (benchmarks
@@ -106,6 +217,8 @@ export function buildAdminApp(ctx: GatewayContext): FastifyInstance {
     }
   });
 
+  // All or nothing: validate the whole change, then the one step that can fail (saving law
+  // parameters to Valkey), and only then the in-memory changes, which cannot.
   app.post('/admin/flow-control', async (request, reply) => {
     const parsed = FlowControlChange.safeParse(request.body);
     if (!parsed.success) {
@@ -115,41 +228,21 @@ export function buildAdminApp(ctx: GatewayContext): FastifyInstance {
       return problem(reply, 400, 'Invalid flow-control change', detail);
     }
     const change = parsed.data;
-    const unknownTier = Object.keys(change.tiers ?? {}).find(
-      (t) => !ctx.policy.tierNames().includes(t),
-    );
-    if (unknownTier)
-      return problem(reply, 400, 'Unknown tier', `tiers.${unknownTier}: no such tier`);
-    const unknownNode = Object.keys(change.nodes ?? {}).find((n) => !ctx.board.has(n));
-    if (unknownNode)
-      return problem(reply, 400, 'Unknown node', `nodes.${unknownNode}: no such relay node`);
-    for (const [tier, limits] of Object.entries(change.tiers ?? {})) {
-      if (limits.write) ctx.policy.setLimit(tier, 'write', limits.write);
-      if (limits.read !== undefined) ctx.policy.setLimit(tier, 'read', limits.read ?? undefined);
-    }
-    for (const [node, { multiplier }] of Object.entries(change.nodes ?? {})) {
-      ctx.board.setOverride(node, multiplier);
-    }
-    if (change.adaptation) ctx.board.setAdaptive(change.adaptation.enabled);
+    const refused = flowControlProblem(ctx, change);
+    if (refused) return problem(reply, 400, refused.title, refused.detail);
     if (change.law) {
-      const lawProblem = lawParamsProblem(change.law.params);
-      if (lawProblem) return problem(reply, 400, 'Invalid law parameters', lawProblem);
-      const targets = change.law.nodes ?? ctx.board.list().map((m) => m.nodeId);
-      const unknownLawNode = targets.find((n) => !ctx.board.has(n));
-      if (unknownLawNode)
-        return problem(reply, 400, 'Unknown node', `law.nodes: no relay node "${unknownLawNode}"`);
       try {
-        for (const node of targets)
-          await ctx.store.kv.set(lawParamsKey(node), JSON.stringify(change.law.params));
+        await saveLawParams(ctx, lawTargets(ctx, change.law), change.law.params);
       } catch (err) {
         return problem(
           reply,
           503,
           'Quota store unavailable',
-          `law parameters not saved: ${(err as Error).message}`,
+          `the change was not applied: law parameters not saved: ${(err as Error).message}`,
         );
       }
     }
+    applyFlowControl(ctx, change);
     ctx.log.info({ change }, 'flow control changed from the admin endpoint');
     return flowControlState(ctx);
   });
@@ -187,26 +280,6 @@ export function buildAdminApp(ctx: GatewayContext): FastifyInstance {
       }
     },
   );
-
-  app.get('/metrics', async (_request, reply) => {
-    reply.type(ctx.metrics.registry.contentType);
-    return ctx.metrics.registry.metrics();
-  });
-
-  app.get('/healthz', () => ({ status: 'ok' }));
-
-  app.get('/readyz', async (_request, reply) => {
-    const problems: string[] = [];
-    try {
-      await ctx.store.ping();
-    } catch (err) {
-      problems.push(`valkey: ${(err as Error).message}`);
-    }
-    if (!ctx.pool.anyHealthy()) problems.push('no relay node is healthy');
-    return reply.code(problems.length ? 503 : 200).send({ ready: problems.length === 0, problems });
-  });
-
-  return app;
 }
 
 function flowControlState(ctx: GatewayContext) {

@@ -1,8 +1,9 @@
-import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
+import type { IncomingHttpHeaders } from 'node:http';
 import replyFrom from '@fastify/reply-from';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Problem } from '../quota/responses.js';
 import type { GatewayContext } from './context.js';
+import { forwardToRelay } from './http-forward.js';
 import { UPSTREAM_POOL, boundedBody } from './upstream-io.js';
 
 function sendProblem(reply: FastifyReply, problem: Problem, headers: Record<string, string> = {}) {
@@ -35,29 +36,7 @@ export async function registerHttpProxy(app: FastifyInstance, ctx: GatewayContex
       contentLength: Number(request.headers['content-length'] ?? 0),
     });
     if (verdict.action === 'answer') return sendProblem(reply, verdict.problem, verdict.headers);
-    const { node, headers: limitHeaders } = verdict;
-
-    return reply.from(node.url + verdict.target.forward, {
-      rewriteRequestHeaders: (req, headers) => ({
-        ...headers,
-        'x-forwarded-for': ctx.address.forwardedFor(req.raw as IncomingMessage),
-        'x-forwarded-proto': 'http',
-      }),
-      rewriteHeaders: (headers) => ({ ...headers, ...limitHeaders }),
-      onError: (rep, { error }) => {
-        const tooLarge = /exceeds \d+ bytes/.test(error.message);
-        if (!tooLarge) {
-          ctx.metrics.upstreamErrors.inc({ node: node.id });
-          ctx.pool.reportFailure(node.id, error.message);
-        }
-        void sendProblem(rep as FastifyReply, {
-          type: tooLarge ? 'urn:sluice:problem:body-too-large' : 'urn:sluice:problem:bad-gateway',
-          title: tooLarge ? 'Content Too Large' : 'Bad Gateway',
-          status: tooLarge ? 413 : 502,
-          detail: tooLarge ? error.message : `relay node ${node.id} could not be reached`,
-        });
-      },
-    });
+    return forwardToRelay(ctx, request, reply, verdict);
   };
   app.all('/', handler);
   app.all('/*', handler);

@@ -35,6 +35,25 @@ export class GatewayMetrics {
     labelNames: ['node'] as const,
     registers: [this.registry],
   });
+  readonly upgradesRefused = new Counter({
+    name: 'sluice_websocket_upgrades_refused_total',
+    help: 'WebSocket upgrades answered without a connection, by reason (bad-request, per-address, no-relay, relay-answered, relay-unreachable, relay-failed, internal)',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+  readonly slowClients = new Counter({
+    name: 'sluice_slow_clients_total',
+    help: 'Clients not reading what is written to them: paused (reading from them stopped) or closed (1008, past the buffered bound)',
+    labelNames: ['action'] as const,
+    registers: [this.registry],
+  });
+  /** Anything thrown that no handler expected; a test asserts it stays 0. */
+  readonly internalErrors = new Counter({
+    name: 'sluice_internal_errors_total',
+    help: 'Unexpected errors caught by a last-resort handler, by where they were caught',
+    labelNames: ['where'] as const,
+    registers: [this.registry],
+  });
 
   readonly propagation = new Summary({
     name: 'sluice_pressure_propagation_seconds',

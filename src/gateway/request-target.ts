@@ -24,7 +24,8 @@ export function parseRequestTarget(raw: string | undefined): RequestTarget | und
   if (!absolute && !raw.startsWith('/')) return undefined;
   let url: URL;
   try {
-    url = new URL(raw, BASE);
+    // Origin-form is appended, never resolved: "//admin/x" is a path, not a host named admin.
+    url = new URL(absolute ? raw : BASE + raw);
   } catch {
     return undefined;
   }

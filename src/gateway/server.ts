@@ -23,6 +23,8 @@ export interface RunningGateway {
   reload(config: GatewayConfig): void;
   /** Stop accepting, close WebSockets with 1001, finish in-flight requests, close Valkey. */
   close(): Promise<void>;
+  /** Log and count (sluice_internal_errors_total) an error that escaped every handler. */
+  internalError(where: string, err: unknown): void;
 }
 
 /** Wire the gateway from a validated configuration and start both listeners. */
@@ -30,7 +32,9 @@ export async function startGateway(
   config: GatewayConfig,
   log: FastifyBaseLogger,
 ): Promise<RunningGateway> {
-  const address = new ClientAddress(config.trustedProxies);
+  const address = new ClientAddress(config.trustedProxies, {
+    ipv6PrefixLength: config.identity.ipv6PrefixLength,
+  });
   const storeOptions = {
     client: config.valkey.client,
     mode: config.valkey.mode,
@@ -79,6 +83,7 @@ export async function startGateway(
     bodyLimit: config.limits.maxBodyBytes,
     return503OnClosing: true,
     forceCloseConnections: 'idle',
+    ...listenerTimeouts(config.limits),
   });
   await registerHttpProxy(app, ctx);
   const ws = attachWebSocketProxy(app.server, ctx);
@@ -98,6 +103,10 @@ export async function startGateway(
   return {
     url,
     adminUrl,
+    internalError(where, err) {
+      metrics.internalErrors.inc({ where });
+      log.error({ err, where }, 'internal error caught by the last-resort handler');
+    },
     reload(next) {
       ctx.config = {
         ...ctx.config,
@@ -112,6 +121,24 @@ export async function startGateway(
       ws.closeAll('gateway shutting down');
       await Promise.allSettled([app.close(), admin.close(), pressure?.stop()]);
       await store.close();
+    },
+  };
+}
+
+/**
+ * Bounds on what a client may hold on the public listener: slow headers, a slow or abandoned
+ * body (408, closed; its upstream request is cancelled), an idle keep-alive connection. Node
+ * enforces the first two on a sweep over its connections: sweep often enough to keep the bound.
+ */
+function listenerTimeouts(limits: GatewayConfig['limits']) {
+  const { headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs } = limits;
+  return {
+    requestTimeout: requestTimeoutMs,
+    keepAliveTimeout: keepAliveTimeoutMs,
+    http: {
+      headersTimeout: headersTimeoutMs,
+      requestTimeout: requestTimeoutMs,
+      connectionsCheckingInterval: Math.max(50, Math.min(1000, headersTimeoutMs / 4)),
     },
   };
 }

@@ -1,17 +1,97 @@
-/** What every proxy in front of the relays shares: its upstream pool and its body bound. */
+/** What every proxy in front of the relays shares: its upstream pool, its body bound and blame. */
 import { Transform } from 'node:stream';
 
 /** The upstream connection pool (undici) each proxy keeps per relay node. */
 export const UPSTREAM_POOL = { connections: 128, pipelining: 1, keepAliveTimeout: 30_000 };
 
+/** Error codes the gateway gives to failures a client caused on the way to a relay. */
+export const BODY_TOO_LARGE = 'SLUICE_BODY_TOO_LARGE';
+export const CLIENT_GONE = 'SLUICE_CLIENT_GONE';
+
+/** An error with one of the codes above: the client's doing, never the relay's. */
+export function clientError(code: string, message: string): Error {
+  return Object.assign(new Error(message), { code });
+}
+
 /** Fail a streamed body that grows past the limit (for bodies without Content-Length). */
 export function boundedBody(limit: number): Transform {
   let seen = 0;
-  return new Transform({
+  const body = new Transform({
     transform(chunk: Buffer, _enc, done) {
       seen += chunk.length;
-      if (seen > limit) done(new Error(`request body exceeds ${limit} bytes`));
+      if (seen > limit) done(clientError(BODY_TOO_LARGE, `request body exceeds ${limit} bytes`));
       else done(null, chunk);
     },
   });
+  // The body can fail while the request still waits for its admission, before anyone reads
+  // it: that must not be an unhandled 'error' (a crash). Its reader sees `errored` later.
+  body.on('error', () => {});
+  return body;
+}
+
+/**
+ * Who an error on the way to a relay is down to. Only `relay` proves the relay is unwell and
+ * counts against its health; `client` is what a client sent or did (bad headers, a body over
+ * the limit, going away); `unknown` is answered but counted against no one.
+ */
+export type Blame =
+  | { party: 'relay'; timeout: boolean }
+  | { party: 'client'; reason: 'body-too-large' | 'gone' | 'refused' }
+  | { party: 'unknown' };
+
+/** The relay did not answer: refused, reset, unreachable, or too slow to connect or answer. */
+const RELAY_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EHOSTDOWN',
+  'ENETDOWN',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'UND_ERR_SOCKET',
+  'UND_ERR_CONNECT_TIMEOUT',
+  'UND_ERR_HEADERS_TIMEOUT',
+  'UND_ERR_BODY_TIMEOUT',
+]);
+const TIMEOUT_CODES = new Set([
+  'ETIMEDOUT',
+  'UND_ERR_CONNECT_TIMEOUT',
+  'UND_ERR_HEADERS_TIMEOUT',
+  'UND_ERR_BODY_TIMEOUT',
+]);
+/** The upstream library refused the request as the client made it (a header, a length). */
+const REFUSED_CODES = new Set([
+  'UND_ERR_INVALID_ARG',
+  'UND_ERR_NOT_SUPPORTED',
+  'UND_ERR_REQ_CONTENT_LENGTH_MISMATCH',
+]);
+/** The client's side of the exchange ended early. */
+const GONE_CODES = new Set([
+  CLIENT_GONE,
+  'UND_ERR_ABORTED',
+  'ECONNABORTED',
+  'ERR_STREAM_PREMATURE_CLOSE',
+]);
+
+/**
+ * Decided by error code, innermost cause first (proxy libraries wrap the error they got),
+ * never by message: a message is free text that a client can sometimes influence.
+ */
+export function blameOf(error: unknown): Blame {
+  const codes: string[] = [];
+  for (let e = error, depth = 0; e && typeof e === 'object' && depth < 5; depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string') codes.unshift(code);
+    e = (e as { cause?: unknown }).cause;
+  }
+  for (const code of codes) {
+    if (code === BODY_TOO_LARGE) return { party: 'client', reason: 'body-too-large' };
+    if (GONE_CODES.has(code)) return { party: 'client', reason: 'gone' };
+    if (REFUSED_CODES.has(code)) return { party: 'client', reason: 'refused' };
+    if (RELAY_CODES.has(code)) return { party: 'relay', timeout: TIMEOUT_CODES.has(code) };
+  }
+  return { party: 'unknown' };
 }

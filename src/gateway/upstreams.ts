@@ -17,8 +17,8 @@ export interface PoolLog {
 
 /**
  * The relay nodes behind the gateway and their health. Active checks (GET the health path)
- * take a node out after consecutive failures and bring it back on the first success; proxy
- * errors count as failures too.
+ * take a node out after consecutive failures and bring it back on the first success; proxied
+ * requests that fail for the relay's own reasons count too (see blameOf in upstream-io.ts).
  */
 export class UpstreamPool {
   private readonly nodes: UpstreamState[];
@@ -93,7 +93,10 @@ export class UpstreamPool {
     return this.nodes.some((n) => n.healthy);
   }
 
-  /** A proxied request to this node failed at the connection level. */
+  /**
+   * A proxied request to this node failed for the relay's own reasons (refused, reset, timed
+   * out): never for what a client sent, did or was answered.
+   */
   reportFailure(id: string, error: string): void {
     const node = this.get(id);
     if (node) this.recordFailure(node, error);

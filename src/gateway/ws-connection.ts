@@ -12,6 +12,8 @@ export interface ConnectionInfo {
 /** Bytes buffered towards one side before the other side is paused. */
 const HIGH_WATER = 1024 * 1024;
 const LOW_WATER = 256 * 1024;
+/** A client closed for not reading gets this long to take its close frame before it is cut. */
+const SLOW_CLOSE_GRACE_MS = 1000;
 
 /** Close codes a peer may send; reserved ones (1005, 1006, 1015) are mapped. */
 export function relayableCloseCode(code: number): number {
@@ -34,7 +36,11 @@ export class ProxiedConnection {
   private draining = false;
   private pausedForQueue = false;
   private pausedForUpstream = false;
+  /** Not reading from the client while it does not read what it is sent. */
+  private pausedForClient = false;
   private closed = false;
+  /** Bytes buffered towards the client: past the high water it is paused, past the bound closed. */
+  private readonly clientBound: { high: number; low: number; max: number };
   /** What the admission step knows and counts of this connection. */
   private readonly facts: ConnectionFacts;
 
@@ -46,6 +52,9 @@ export class ProxiedConnection {
     private readonly onGone: () => void,
   ) {
     this.facts = { ...info, invalidEvents: 0 };
+    const max = ctx.config.limits.maxBufferedBytesPerClient;
+    const high = Math.min(HIGH_WATER, Math.floor(max / 2));
+    this.clientBound = { high, low: Math.floor(high / 4), max };
     client.on('message', (data, isBinary) => this.enqueue(data, isBinary));
     upstream.on('message', (data, isBinary) => this.toClient(data, isBinary));
     client.on('close', (code) =>
@@ -79,6 +88,7 @@ export class ProxiedConnection {
       try {
         await this.handle(toBuffer(data), isBinary);
       } catch (err) {
+        this.ctx.metrics.internalErrors.inc({ where: 'frame' });
         this.ctx.log.error({ err }, 'frame handling failed');
         this.send(['NOTICE', 'error: the gateway could not process this message']);
       }
@@ -107,11 +117,39 @@ export class ProxiedConnection {
 
   private toClient(data: RawData, isBinary: boolean): void {
     if (this.client.readyState !== this.client.OPEN) return;
+    const bound = this.clientBound;
     this.client.send(data, { binary: isBinary }, () => {
-      if (this.upstream.isPaused && this.client.bufferedAmount < LOW_WATER) this.upstream.resume();
+      if (this.client.bufferedAmount >= bound.low) return;
+      if (this.upstream.isPaused) this.upstream.resume();
+      if (this.pausedForClient) {
+        this.pausedForClient = false;
+        this.resumeClientIfFree();
+      }
     });
-    // A slow client: stop reading from the relay until the client catches up.
-    if (this.client.bufferedAmount > HIGH_WATER && !this.upstream.isPaused) this.upstream.pause();
+    const buffered = this.client.bufferedAmount;
+    if (buffered > bound.max) {
+      this.closeSlowClient();
+      return;
+    }
+    if (buffered <= bound.high) return;
+    // A slow client: stop reading from the relay, and from the client too (what it sends is
+    // answered, and would pile up here): its own writes back up in the kernel instead.
+    if (!this.upstream.isPaused) this.upstream.pause();
+    if (!this.pausedForClient) {
+      this.pausedForClient = true;
+      this.client.pause();
+      this.ctx.metrics.slowClients.inc({ action: 'paused' });
+    }
+  }
+
+  /** Past the bound: close (1008), and cut the socket if the close frame is not taken either. */
+  private closeSlowClient(): void {
+    this.ctx.metrics.slowClients.inc({ action: 'closed' });
+    this.closeBoth(1008, 'the client does not read what it is sent', 'gateway');
+    const client = this.client;
+    setTimeout(() => {
+      if (client.readyState !== client.CLOSED) client.terminate();
+    }, SLOW_CLOSE_GRACE_MS).unref();
   }
 
   private toUpstream(data: Buffer): void {
@@ -129,7 +167,9 @@ export class ProxiedConnection {
   }
 
   private resumeClientIfFree(): void {
-    if (!this.pausedForQueue && !this.pausedForUpstream) this.client.resume();
+    if (!this.pausedForQueue && !this.pausedForUpstream && !this.pausedForClient) {
+      this.client.resume();
+    }
   }
 
   private fail(side: string, err: Error): void {
@@ -146,11 +186,25 @@ export class ProxiedConnection {
       ['upstream', this.upstream],
     ] as const) {
       if (name === initiator) continue;
-      if (ws.readyState === ws.OPEN) ws.close(code, reason.slice(0, 120));
+      if (ws.readyState === ws.OPEN) ws.close(code, closeReason(reason));
       else if (ws.readyState === ws.CONNECTING) ws.terminate();
     }
     this.onGone();
   }
+}
+
+/**
+ * A close reason ws accepts: at most 123 bytes of UTF-8 (ws throws past that), cut on a
+ * character boundary. The relay's reasons are passed on, and may be any length or script.
+ */
+export function closeReason(reason: string): string {
+  if (Buffer.byteLength(reason) <= 123) return reason;
+  let cut = '';
+  for (const char of reason) {
+    if (Buffer.byteLength(cut + char) > 123) break;
+    cut += char;
+  }
+  return cut;
 }
 
 function toBuffer(data: RawData): Buffer {

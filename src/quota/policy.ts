@@ -13,6 +13,20 @@ export interface Classification {
 
 const READ_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
+/** Answered 404 by the gateway: nothing forwarded, nothing charged. */
+const DENY: Classification = { cls: 'deny', cost: 0 };
+
+/** Whole segments only: "/bulk" covers "/bulk" and "/bulk/x", not "/bulkier". */
+function underPrefix(path: string, prefix: string): boolean {
+  const withSlash = prefix.endsWith('/') ? prefix : `${prefix}/`;
+  return path === prefix || path.startsWith(withSlash);
+}
+
+function deniedPrefixes(paths: readonly string[]): string[] {
+  // "/admin/" denies "/admin" too: a deny list errs on the side of denying.
+  return paths.map((p) => p.toLowerCase().replace(/(.)\/+$/, '$1'));
+}
+
 /**
  * Tiers, API keys, routes and the allow-list. Mutable at runtime (admin endpoint, SIGHUP),
  * so callers read it per request and never cache its answers.
@@ -21,11 +35,14 @@ export class Policy {
   private tiers: Record<string, Tier>;
   private settings: QuotaSettings;
   private allow: Set<string>;
+  /** quotas.denyPaths, lower-cased and without trailing slashes. */
+  private denied: string[];
 
   constructor(settings: QuotaSettings) {
     this.settings = settings;
     this.tiers = structuredClone(settings.tiers);
     this.allow = new Set(settings.allowList);
+    this.denied = deniedPrefixes(settings.denyPaths);
   }
 
   /** Replace everything from a reloaded configuration. */
@@ -33,17 +50,27 @@ export class Policy {
     this.settings = settings;
     this.tiers = structuredClone(settings.tiers);
     this.allow = new Set(settings.allowList);
+    this.denied = deniedPrefixes(settings.denyPaths);
   }
 
-  /** `path` without its query string. */
+  /**
+   * `path` is the request's path as the relay will read it (`parseRequestTarget(raw).path`:
+   * percent-decoded, dot segments resolved, slashes collapsed, no query), so no spelling
+   * reaches a route other than the one judged here. Denied paths come first, then the first
+   * route that matches, then the method. Deny matches whatever the case (a relay may route
+   * without regard to it); other routes match the path as written.
+   */
   classify(method: string, path: string): Classification {
     const upper = method.toUpperCase();
+    const lower = path.toLowerCase();
+    if (this.denied.some((prefix) => underPrefix(lower, prefix))) return DENY;
     for (const route of this.settings.routes) {
-      // Whole segments only: "/bulk" matches "/bulk" and "/bulk/x", not "/bulkier".
-      const prefix = route.path.endsWith('/') ? route.path : `${route.path}/`;
-      const matchesPath = path === route.path || path.startsWith(prefix);
+      const matchesPath =
+        route.class === 'deny'
+          ? underPrefix(lower, route.path.toLowerCase())
+          : underPrefix(path, route.path);
       if (matchesPath && (!route.method || route.method === upper)) {
-        return { cls: route.class, cost: route.cost };
+        return route.class === 'deny' ? DENY : { cls: route.class, cost: route.cost };
       }
     }
     return { cls: READ_METHODS.has(upper) ? 'read' : 'write', cost: 1 };
@@ -66,7 +93,7 @@ export class Policy {
 
   /** The base limit of a tier for a class; undefined when the class is free in that tier. */
   limitOf(tier: string, cls: QuotaClass): Limit | undefined {
-    if (cls === 'exempt') return undefined;
+    if (cls === 'exempt' || cls === 'deny') return undefined;
     const t = this.tiers[tier] ?? this.tiers[this.settings.defaultTier]!;
     return cls === 'write' ? t.write : t.read;
   }

@@ -1,3 +1,4 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
 import Fastify from 'fastify';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
@@ -27,6 +28,12 @@ export interface HttpDeps {
   spikes: SpikeManager;
   metrics: RelayMetrics;
   stats: () => RelayStats;
+  /**
+   * Bearer token of /admin/spike and /admin/drain; without one they answer 404. The socket
+   * address proves nothing: a proxy on the same machine (the gateway) makes every client
+   * look local.
+   */
+  adminToken?: string;
 }
 
 const CORS = {
@@ -119,7 +126,8 @@ export function buildHttp(deps: HttpDeps): FastifyInstance {
     reply.type(deps.metrics.registry.contentType).send(await deps.metrics.render()),
   );
 
-  app.post('/admin/spike', { onRequest: loopbackOnly }, async (request, reply) => {
+  const adminOnly = adminGuard(deps.adminToken);
+  app.post('/admin/spike', { onRequest: adminOnly }, async (request, reply) => {
     const body = SpikeBody.safeParse(request.body ?? {});
     if (!body.success)
       return reply.code(400).send({ error: `invalid: ${z.prettifyError(body.error)}` });
@@ -133,7 +141,7 @@ export function buildHttp(deps: HttpDeps): FastifyInstance {
     return { ...body.data, spikeBytes: deps.spikes.heldBytes };
   });
 
-  app.post('/admin/drain', { onRequest: loopbackOnly }, async (request, reply) => {
+  app.post('/admin/drain', { onRequest: adminOnly }, async (request, reply) => {
     const body = DrainBody.safeParse(request.body ?? {});
     if (!body.success)
       return reply.code(400).send({ error: `invalid: ${z.prettifyError(body.error)}` });
@@ -144,11 +152,28 @@ export function buildHttp(deps: HttpDeps): FastifyInstance {
   return app;
 }
 
-/** Admin endpoints answer only to the machine itself. */
-function loopbackOnly(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
-  const address = request.socket.remoteAddress ?? '';
-  if (address === '::1' || address.startsWith('127.') || address.startsWith('::ffff:127.')) {
-    return done();
-  }
-  void reply.code(403).send({ error: 'restricted: admin endpoints are loopback-only' });
+/**
+ * Admin endpoints answer only to the bearer of the admin token; with no token configured
+ * they do not exist (404), as for any other path the relay does not serve.
+ */
+function adminGuard(token: string | undefined) {
+  const expected = token ? sha256(token) : undefined;
+  return (request: FastifyRequest, reply: FastifyReply, done: () => void): void => {
+    if (!expected) {
+      void reply.code(404).send({ error: 'not found' });
+      return;
+    }
+    const header = request.headers.authorization ?? '';
+    const presented = header.startsWith('Bearer ') ? header.slice(7) : '';
+    // Hashing first makes the lengths equal, so the comparison takes constant time.
+    if (presented && timingSafeEqual(sha256(presented), expected)) return done();
+    void reply
+      .code(401)
+      .header('www-authenticate', 'Bearer realm="sluice-relay-admin"')
+      .send({ error: 'restricted: the admin endpoints need "Authorization: Bearer <token>"' });
+  };
+}
+
+function sha256(text: string): Buffer {
+  return createHash('sha256').update(text).digest();
 }

@@ -40,6 +40,8 @@ export interface RelayConfig {
   workIterations: number;
   maxEventBytes: number;
   spike?: SpikePlan;
+  /** Bearer token of /admin/spike and /admin/drain; without one they are disabled (404). */
+  adminToken?: string;
 }
 
 export interface RunningRelay {
@@ -129,6 +131,7 @@ export async function startRelay(config: RelayConfig): Promise<RunningRelay> {
     spikes,
     metrics,
     stats,
+    adminToken: config.adminToken,
   });
 
   // WebSocket on the same port: ws takes the upgrade requests Fastify's server does not serve.

@@ -55,14 +55,25 @@ export interface HttpResult {
   body: string;
 }
 
+/** How long request() waits for an answer that does not come (a failure, not a hang). */
+const REQUEST_TIMEOUT_MS = 30_000;
+
 /**
  * One HTTP request from a chosen loopback source address: 127.0.0.2, 127.0.0.3 ... are
- * distinct clients to the gateway, with no header trickery.
+ * distinct clients to the gateway, with no header trickery. Rejects if the socket stays
+ * silent for `timeoutMs`.
  */
 export function request(
   url: string,
-  opts: { method?: string; body?: string; headers?: Record<string, string>; from?: string } = {},
+  opts: {
+    method?: string;
+    body?: string;
+    headers?: Record<string, string>;
+    from?: string;
+    timeoutMs?: number;
+  } = {},
 ): Promise<HttpResult> {
+  const timeoutMs = opts.timeoutMs ?? REQUEST_TIMEOUT_MS;
   return new Promise((resolve, reject) => {
     const req = http.request(
       url,
@@ -76,8 +87,12 @@ export function request(
         let body = '';
         res.setEncoding('utf8');
         res.on('data', (chunk: string) => (body += chunk));
+        res.on('error', reject);
         res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
       },
+    );
+    req.setTimeout(timeoutMs, () =>
+      req.destroy(new Error(`${opts.method ?? 'GET'} ${url}: no answer within ${timeoutMs} ms`)),
     );
     req.on('error', reject);
     req.end(opts.body);
@@ -111,7 +126,11 @@ export class NostrClient {
   }
 
   static async connect(url: string, from = '127.0.0.1'): Promise<NostrClient> {
-    const ws = new WebSocket(url.replace(/^http/, 'ws'), { localAddress: from });
+    // A handshake that is never answered fails the test instead of hanging it.
+    const ws = new WebSocket(url.replace(/^http/, 'ws'), {
+      localAddress: from,
+      handshakeTimeout: 10_000,
+    });
     await new Promise<void>((resolve, reject) => {
       ws.once('open', () => resolve());
       ws.once('error', reject);

@@ -2,8 +2,9 @@
 
 A copy of the report gets two probes: one at the very start of <head> that records window
 errors and console.error calls (before plotly.js runs), one at the end of <body> that, after
-load, inspects every plotly graph and writes a JSON verdict into <pre id="selfcheck">.
-Chromium's --dump-dom prints the DOM after the virtual-time budget, verdict included.
+load, waits until every plotly graph has drawn (or a deadline passes), inspects them and
+writes a JSON verdict into <pre id="selfcheck">. Chromium's --dump-dom prints the DOM after
+the virtual-time budget, verdict included.
 """
 
 from __future__ import annotations
@@ -18,8 +19,15 @@ from pathlib import Path
 import pytest
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+# --disable-dev-shm-usage: a container's small /dev/shm would crash the renderer on this
+# 4 MiB page when other browsers share it.
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--disable-dev-shm-usage"]
+# Virtual milliseconds: how long the probe waits after load for every chart to be drawn,
+# and the budget Chromium gives the page (past that deadline, so the verdict is written).
+DRAW_DEADLINE_MS = 20000
+VIRTUAL_TIME_BUDGET_MS = 30000
 
 HEAD_PROBE = """<script>
 window.__errors = [];
@@ -38,7 +46,25 @@ window.addEventListener('unhandledrejection', function (e) { window.__errors.pus
 
 BODY_PROBE = """<script>
 window.addEventListener('load', function () {
-  setTimeout(function () {
+  var waited = 0;
+  function marksOf(gd) {
+    return gd.querySelectorAll('.bars path, .scatterlayer path.js-line').length;
+  }
+  function drawn() {
+    var gds = document.querySelectorAll('.js-plotly-plot');
+    var count = document.getElementById('chart-count');
+    var stated = count ? Number(count.dataset.charts) : 1;
+    return gds.length >= stated && Array.prototype.every.call(gds, function (gd) {
+      return gd.querySelectorAll('svg.main-svg').length > 0 && marksOf(gd) > 0;
+    });
+  }
+  // Wait for the state the test asserts, not a fixed delay: every chart drawn, or the deadline.
+  (function verdictWhenDrawn() {
+    if (!drawn() && waited < DRAW_DEADLINE_MS) {
+      waited += 100;
+      setTimeout(verdictWhenDrawn, 100);
+      return;
+    }
     function finite(v) { return typeof v === 'number' && isFinite(v); }
     function points(a) {
       if (!a || typeof a.length !== 'number') return 0;
@@ -60,7 +86,7 @@ window.addEventListener('load', function () {
       return {id: gd.id, traces: traces.length,
               withData: traces.filter(function (t) { return t.x > 0 && t.numericY > 0; }).length,
               svg: gd.querySelectorAll('svg.main-svg').length,
-              marks: gd.querySelectorAll('.bars path, .scatterlayer path.js-line').length};
+              marks: marksOf(gd)};
     });
     var count = document.getElementById('chart-count');
     var pre = document.createElement('pre');
@@ -69,12 +95,13 @@ window.addEventListener('load', function () {
       stated: count ? Number(count.dataset.charts) : -1,
       sections: document.querySelectorAll('section.chart').length,
       plots: plots,
-      errors: window.__errors
+      errors: window.__errors,
+      waitedMs: waited
     });
     document.body.appendChild(pre);
-  }, 1500);
+  })();
 });
-</script>"""
+</script>""".replace("DRAW_DEADLINE_MS", str(DRAW_DEADLINE_MS))
 
 
 def _chromium() -> str:
@@ -107,6 +134,7 @@ def test_report_has_no_network_references(built_report):
     assert html.count(js[:400]) == 1 and html.count(js[-400:]) == 1
 
 
+@pytest.mark.timeout(240)
 def test_report_renders_in_chromium(built_report, tmp_path):
     chromium = _chromium()
     report, html_path, _ = built_report
@@ -115,9 +143,9 @@ def test_report_renders_in_chromium(built_report, tmp_path):
     profile = tmp_path / "profile"
     profile.mkdir()
     proc = subprocess.run(
-        [chromium, *FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=10000",
-         "--dump-dom", probed.as_uri()],
-        capture_output=True, text=True, timeout=120)
+        [chromium, *FLAGS, f"--user-data-dir={profile}",
+         f"--virtual-time-budget={VIRTUAL_TIME_BUDGET_MS}", "--dump-dom", probed.as_uri()],
+        capture_output=True, text=True, timeout=180)
     m = re.search(r'<pre id="selfcheck">(.*?)</pre>', proc.stdout, re.DOTALL)
     assert m, (f"no self-check verdict in the DOM (chromium exit {proc.returncode}); "
                f"stderr tail: {proc.stderr[-2000:]}")

@@ -1,0 +1,205 @@
+import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
+import type { Readable } from 'node:stream';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Problem } from '../quota/responses.js';
+import type { GatewayContext } from './context.js';
+import type { RequestTarget } from './request-target.js';
+import { CLIENT_GONE, blameOf, clientError } from './upstream-io.js';
+import type { UpstreamState } from './upstreams.js';
+
+/** Where an admitted request goes, and the RateLimit headers to add to the relay's answer. */
+export interface ForwardRoute {
+  node: UpstreamState;
+  target: RequestTarget;
+  headers: Record<string, string>;
+}
+
+/**
+ * Hop-by-hop headers (RFC 9110 section 7.6.1) and the ones undici refuses outright
+ * (transfer-encoding, keep-alive, upgrade, expect: see undici/lib/core/request.js): they
+ * describe the client's connection to the gateway, not the gateway's to the relay.
+ */
+const HOP_BY_HOP = [
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'transfer-encoding',
+  'upgrade',
+  'te',
+  'trailer',
+  'expect',
+  'http2-settings',
+];
+
+/** Claims about the client's connection: replaced by what the gateway saw, or dropped. */
+const CONNECTION_CLAIMS = [
+  'forwarded',
+  'x-forwarded-for',
+  'x-forwarded-proto',
+  'x-forwarded-host',
+  'x-forwarded-port',
+  'x-real-ip',
+];
+
+/** Header names listed in a Connection header: hop-by-hop too (RFC 9110 section 7.6.1). */
+function connectionListed(headers: IncomingHttpHeaders): string[] {
+  const value = headers.connection;
+  const list = Array.isArray(value) ? value.join(',') : (value ?? '');
+  return list
+    .split(',')
+    .map((name) => name.trim().toLowerCase())
+    .filter(Boolean);
+}
+
+function without(headers: IncomingHttpHeaders, names: Iterable<string>): IncomingHttpHeaders {
+  const kept = { ...headers };
+  for (const name of names) delete kept[name];
+  return kept;
+}
+
+/** http or https: what a trusted proxy says its client used, else the gateway's own (http). */
+function forwardedProto(ctx: GatewayContext, req: IncomingMessage): string {
+  const claimed = req.headers['x-forwarded-proto'];
+  if (typeof claimed === 'string' && ctx.address.peerTrusted(req)) {
+    const proto = claimed.split(',').pop()?.trim().toLowerCase();
+    if (proto === 'http' || proto === 'https') return proto;
+  }
+  return 'http';
+}
+
+/** The headers the relay gets: no hop-by-hop, no credentials unless configured, our XFF. */
+export function relayRequestHeaders(
+  ctx: GatewayContext,
+  req: IncomingMessage,
+  headers: IncomingHttpHeaders,
+): IncomingHttpHeaders {
+  const { apiKeyHeader, forwardCredentials } = ctx.config.identity;
+  const credentials = [apiKeyHeader, 'authorization'].filter(
+    (h) => !forwardCredentials.includes(h),
+  );
+  return {
+    ...without(headers, [
+      ...HOP_BY_HOP,
+      ...connectionListed(req.headers),
+      ...CONNECTION_CLAIMS,
+      ...credentials,
+    ]),
+    'x-forwarded-for': ctx.address.forwardedFor(req),
+    'x-forwarded-proto': forwardedProto(ctx, req),
+  };
+}
+
+/** The relay's answer as the client gets it: its own hop-by-hop headers dropped, ours added. */
+export function clientResponseHeaders(
+  headers: IncomingHttpHeaders,
+  limitHeaders: Record<string, string>,
+): IncomingHttpHeaders {
+  return { ...without(headers, [...HOP_BY_HOP, ...connectionListed(headers)]), ...limitHeaders };
+}
+
+function sendProblem(reply: FastifyReply, problem: Problem, headers: Record<string, string> = {}) {
+  return reply.code(problem.status).headers(headers).type('application/problem+json').send(problem);
+}
+
+/**
+ * Forward an admitted request to its relay node through @fastify/reply-from (undici), the body
+ * streamed as it arrives. A client that goes away (or is timed out by the listener) while its
+ * body is still streaming cancels the upstream request, so a half-sent body never holds a
+ * relay connection; a request without a body ends at the relay's answer (within
+ * upstreamTimeoutMs), which is then dropped. Only the relay's own failures count against its
+ * health.
+ */
+export function forwardToRelay(
+  ctx: GatewayContext,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  route: ForwardRoute,
+): FastifyReply {
+  const { node } = route;
+  const body = request.body as Readable | undefined;
+  if (body && typeof body.destroy === 'function') {
+    // Failed while the request waited for its admission (over the limit, client gone).
+    if (body.errored) {
+      answerForwardError(ctx, reply, node, body.errored);
+      return reply;
+    }
+    reply.raw.once('close', () => {
+      if (reply.raw.writableFinished || body.destroyed) return;
+      // undici aborts the request (and drops its socket to the relay) when its body errors.
+      body.on('error', () => {});
+      body.destroy(clientError(CLIENT_GONE, 'the client went away before its answer'));
+    });
+  }
+
+  try {
+    return reply.from(node.url + route.target.forward, {
+      timeout: ctx.config.limits.upstreamTimeoutMs,
+      // A relay's answer (503 included) goes to the client as it is: never replayed.
+      retryDelay: () => null,
+      rewriteRequestHeaders: (_req, headers) => relayRequestHeaders(ctx, request.raw, headers),
+      rewriteHeaders: (headers) => clientResponseHeaders(headers, route.headers),
+      onError: (rep, { error }) => answerForwardError(ctx, rep as FastifyReply, node, error),
+    });
+  } catch (err) {
+    // reply-from refuses some requests itself (a "/.." segment once decoded): the client's doing.
+    ctx.log.debug({ node: node.id, code: (err as { code?: string }).code }, 'request refused');
+    return sendProblem(reply, {
+      type: 'urn:sluice:problem:bad-request',
+      title: 'Bad Request',
+      status: 400,
+      detail: 'the request cannot be forwarded as sent',
+    });
+  }
+}
+
+function answerForwardError(
+  ctx: GatewayContext,
+  reply: FastifyReply,
+  node: UpstreamState,
+  error: Error,
+): void {
+  const blame = blameOf(error);
+  if (blame.party === 'relay') {
+    ctx.metrics.upstreamErrors.inc({ node: node.id });
+    ctx.pool.reportFailure(node.id, error.message);
+  } else if (blame.party === 'unknown') {
+    ctx.log.warn({ node: node.id, err: error }, 'forwarding failed for a reason not classified');
+  }
+  if (blame.party === 'client' && blame.reason === 'gone') {
+    reply.raw.destroy();
+    return;
+  }
+  if (blame.party === 'client' && blame.reason === 'body-too-large') {
+    const limit = ctx.config.limits.maxBodyBytes;
+    // The rest of the body is not wanted: close rather than read it to its end.
+    void sendProblem(
+      reply,
+      {
+        type: 'urn:sluice:problem:body-too-large',
+        title: 'Content Too Large',
+        status: 413,
+        detail: `request bodies are limited to ${limit} bytes`,
+      },
+      { connection: 'close' },
+    );
+    return;
+  }
+  if (blame.party === 'client') {
+    void sendProblem(reply, {
+      type: 'urn:sluice:problem:bad-request',
+      title: 'Bad Request',
+      status: 400,
+      detail: 'the request cannot be forwarded as sent',
+    });
+    return;
+  }
+  const timeout = blame.party === 'relay' && blame.timeout;
+  void sendProblem(reply, {
+    type: timeout ? 'urn:sluice:problem:gateway-timeout' : 'urn:sluice:problem:bad-gateway',
+    title: timeout ? 'Gateway Timeout' : 'Bad Gateway',
+    status: timeout ? 504 : 502,
+    detail: `relay node ${node.id} could not be reached`,
+  });
+}

@@ -1,0 +1,163 @@
+/**
+ * The least of a GatewayContext the admission step needs, in process: the real config,
+ * policy, metrics and pool, with a scripted quota decider and an in-memory key-value store,
+ * so a property test can drive `Admission` and see every charge it made.
+ */
+import type { FastifyBaseLogger } from 'fastify';
+import { GatewayConfigSchema } from '../../src/config/schema.js';
+import type { GatewayConfig, GatewayConfigInput, IdentitySource } from '../../src/config/schema.js';
+import { Admission } from '../../src/gateway/admission.js';
+import type { GatewayContext } from '../../src/gateway/context.js';
+import { GatewayMetrics } from '../../src/gateway/metrics.js';
+import { UpstreamPool } from '../../src/gateway/upstreams.js';
+import { MultiplierBoard } from '../../src/pressure/board.js';
+import type { QuotaDecider, QuotaDecision, QuotaRequest } from '../../src/quota/decider.js';
+import { Policy } from '../../src/quota/policy.js';
+import { StoreError } from '../../src/store/index.js';
+import type { KeyValue, Store } from '../../src/store/index.js';
+
+/** What the scripted decider answers, in turn: free (null), admitted, refused or failed. */
+export type ScriptedAnswer =
+  'free' | 'allowed' | 'limited' | 'insured-no' | 'error-open' | 'error-closed';
+
+export interface Charge {
+  source: IdentitySource;
+  raw: string;
+  cls: 'write' | 'read';
+  cost: number;
+  /** True when the request may go on (free or admitted). */
+  admitted: boolean;
+}
+
+/** Answers each decision from a script (cycled), recording it. */
+export class ScriptedDecider {
+  readonly charges: Charge[] = [];
+  storeDown = false;
+  private turn = 0;
+
+  constructor(private readonly script: readonly ScriptedAnswer[]) {}
+
+  decide(req: QuotaRequest): Promise<QuotaDecision | null> {
+    const answer = this.script.length ? this.script[this.turn++ % this.script.length]! : 'free';
+    const decision = decisionOf(answer, req);
+    const { source, raw } = req.identity;
+    this.charges.push({
+      source,
+      raw,
+      cls: req.cls,
+      cost: req.cost,
+      admitted: decision === null || decision.admitted,
+    });
+    return Promise.resolve(decision);
+  }
+}
+
+function decisionOf(answer: ScriptedAnswer, req: QuotaRequest): QuotaDecision | null {
+  if (answer === 'free') return null;
+  const outcome = answer.startsWith('error')
+    ? 'error'
+    : answer === 'insured-no'
+      ? 'insured'
+      : answer;
+  const admitted = answer === 'allowed' || answer === 'error-open';
+  return {
+    outcome: outcome as QuotaDecision['outcome'],
+    admitted,
+    policy: `${req.cls}s`,
+    limit: 10,
+    windowSec: 60,
+    remaining: admitted ? 5 : 0,
+    resetSec: 3,
+    multiplier: 1,
+    fromMemory: false,
+  };
+}
+
+/** SET NX with leases, in a Map; every call fails with StoreError while `failing`. */
+export class MemoryKv implements KeyValue {
+  readonly keys = new Map<string, string>();
+  failing = false;
+
+  private check(what: string): void {
+    if (this.failing) throw new StoreError(`${what} failed: scripted failure`);
+  }
+  setWithLease(key: string, value: string): Promise<void> {
+    return this.set(key, value);
+  }
+  set(key: string, value: string): Promise<void> {
+    this.check('SET');
+    this.keys.set(key, value);
+    return Promise.resolve();
+  }
+  get(key: string): Promise<string | null> {
+    this.check('GET');
+    return Promise.resolve(this.keys.get(key) ?? null);
+  }
+  claim(key: string, value: string): Promise<boolean> {
+    this.check('SET NX');
+    if (this.keys.has(key)) return Promise.resolve(false);
+    this.keys.set(key, value);
+    return Promise.resolve(true);
+  }
+  del(key: string): Promise<void> {
+    this.check('DEL');
+    this.keys.delete(key);
+    return Promise.resolve();
+  }
+  publish(): Promise<number> {
+    return Promise.resolve(0);
+  }
+}
+
+const silent = {
+  fatal: () => undefined,
+  error: () => undefined,
+  warn: () => undefined,
+  info: () => undefined,
+  debug: () => undefined,
+  trace: () => undefined,
+  silent: () => undefined,
+  level: 'silent',
+  child: () => silent,
+} as unknown as FastifyBaseLogger;
+
+/** One registry for every run: each GatewayMetrics starts the default collectors again. */
+let sharedMetrics: GatewayMetrics | undefined;
+
+export interface AdmissionUnderTest {
+  admission: Admission;
+  config: GatewayConfig;
+  decider: ScriptedDecider;
+  kv: MemoryKv;
+  ctx: GatewayContext;
+}
+
+/** One relay node that is never contacted; the rest of the settings as given. */
+export function admissionUnderTest(
+  settings: Omit<GatewayConfigInput, 'admin' | 'upstreams'>,
+  script: readonly ScriptedAnswer[],
+): AdmissionUnderTest {
+  const config = GatewayConfigSchema.parse({
+    admin: { token: 'properties-admin-token-0123' },
+    upstreams: [{ id: 'relay-a', url: 'http://127.0.0.1:9' }],
+    ...settings,
+  });
+  const policy = new Policy(config.quotas);
+  const board = new MultiplierBoard(config.upstreams.map((u) => u.id));
+  const pool = new UpstreamPool(config.upstreams, config.routing, config.healthCheck, silent);
+  const decider = new ScriptedDecider(script);
+  const kv = new MemoryKv();
+  // Only what the admission step reads: the store's kv, the decider's decide and storeDown.
+  const ctx = {
+    config,
+    store: { kv } as unknown as Store,
+    policy,
+    board,
+    decider: decider as unknown as QuotaDecider,
+    pool,
+    metrics: (sharedMetrics ??= new GatewayMetrics(board, pool)),
+    log: silent,
+  } as Omit<GatewayContext, 'admission' | 'address'> as GatewayContext;
+  ctx.admission = new Admission(ctx);
+  return { admission: ctx.admission, config, decider, kv, ctx };
+}

@@ -1,0 +1,77 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { WebSocketServer } from 'ws';
+
+export interface RecordedRequest {
+  method: string;
+  url: string;
+  headers: http.IncomingHttpHeaders;
+}
+
+/**
+ * A stand-in relay in the test process that shows what the gateway sent it: every request
+ * but the health checks is recorded, and requests whose body is still arriving are counted
+ * (until the body ends or the connection drops). Answers 200 once the body has ended, with
+ * `x-hop` named in its Connection header (a hop-by-hop header the gateway must not pass on),
+ * except under /hang, never answered; WebSocket upgrades are accepted and echo.
+ */
+export class RecordingUpstream {
+  readonly requests: RecordedRequest[] = [];
+  /** Requests whose body has neither ended nor been cut off by a closed connection. */
+  bodiesInProgress = 0;
+  private readonly wss = new WebSocketServer({ noServer: true });
+
+  private constructor(readonly server: http.Server) {
+    server.on('request', (req, res) => this.handle(req, res));
+    server.on('upgrade', (req, socket, head) => {
+      this.wss.handleUpgrade(req, socket, head, (ws) => {
+        ws.on('message', (data, binary) => ws.send(data, { binary }));
+      });
+    });
+  }
+
+  static async start(): Promise<RecordingUpstream> {
+    const server = http.createServer();
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    return new RecordingUpstream(server);
+  }
+
+  get url(): string {
+    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+  }
+
+  /** The last recorded request to `path` (query included). */
+  last(path: string): RecordedRequest | undefined {
+    return this.requests.filter((r) => r.url === path).pop();
+  }
+
+  async close(): Promise<void> {
+    for (const ws of this.wss.clients) ws.terminate();
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  private handle(req: http.IncomingMessage, res: http.ServerResponse): void {
+    if (req.url === '/healthz') {
+      res.end('{"status":"ok"}');
+      return;
+    }
+    this.requests.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers });
+    this.bodiesInProgress++;
+    let counted = true;
+    const settle = () => {
+      if (counted) this.bodiesInProgress--;
+      counted = false;
+    };
+    req.on('close', settle);
+    req.on('end', () => {
+      settle();
+      if (req.url?.startsWith('/hang')) return; // a relay that takes the request and never answers
+      res.setHeader('connection', 'keep-alive, x-hop');
+      res.setHeader('x-hop', 'for the gateway only');
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify({ url: req.url }));
+    });
+    req.resume();
+  }
+}

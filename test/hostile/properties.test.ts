@@ -1,0 +1,606 @@
+/**
+ * Property-based tests (fast-check) of what a hostile client controls: frame parsing, the
+ * request target, route classification and the admission step, over generated input.
+ *
+ * A failure prints fast-check's seed and path; replay it with SLUICE_PROPERTY_SEED=<seed>.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import fc from 'fast-check';
+import type { ConnectionFacts, FrameVerdict } from '../../src/gateway/admission.js';
+import { parseClientFrame, sniffEventId, verifySignature } from '../../src/gateway/nostr-frames.js';
+import { parseRequestTarget } from '../../src/gateway/request-target.js';
+import { Policy } from '../../src/quota/policy.js';
+import { GatewayConfigSchema } from '../../src/config/schema.js';
+import type { IdentitySource } from '../../src/config/schema.js';
+import { admissionUnderTest } from '../helpers/fake-admission-context.js';
+import type { ScriptedAnswer } from '../helpers/fake-admission-context.js';
+import {
+  anyFrame,
+  classifiedFrame,
+  eventFrame,
+  sniffableText,
+} from '../helpers/frame-arbitraries.js';
+import type { FrameCase } from '../helpers/frame-arbitraries.js';
+import {
+  anyTarget,
+  doubleSlashLead,
+  plainPathOf,
+  segment,
+  spellingOf,
+} from '../helpers/target-arbitraries.js';
+
+const seedFromEnv = Number(process.env.SLUICE_PROPERTY_SEED);
+const params = (numRuns: number): fc.Parameters<unknown> => ({
+  numRuns,
+  ...(Number.isFinite(seedFromEnv) ? { seed: seedFromEnv } : {}),
+});
+
+/** The machine-readable prefixes NIP-01 gives OK false and CLOSED messages. */
+const NIP01_PREFIXES = [
+  'duplicate',
+  'pow',
+  'blocked',
+  'rate-limited',
+  'invalid',
+  'restricted',
+  'mute',
+  'error',
+  'auth-required',
+];
+
+function hasNip01Prefix(message: unknown): boolean {
+  return typeof message === 'string' && NIP01_PREFIXES.includes(message.split(':')[0]!);
+}
+
+const HEX64 = /^[0-9a-f]{64}$/;
+const FRAME_TYPES = ['EVENT', 'BAD_EVENT', 'REQ', 'COUNT', 'CLOSE', 'AUTH', 'OTHER', 'MALFORMED'];
+
+describe('client frame parsing', { timeout: 120_000 }, () => {
+  it('never throws, on any string or JSON-ish frame', () => {
+    const text = fc.oneof(
+      anyFrame.map((f) => f.text),
+      fc.string({ unit: 'binary', maxLength: 300 }),
+      fc.string({ unit: 'binary-ascii', maxLength: 300 }),
+    );
+    fc.assert(
+      fc.property(text, (t) => {
+        const frame = parseClientFrame(t);
+        assert.ok(FRAME_TYPES.includes(frame.type), frame.type);
+      }),
+      params(3000),
+    );
+  });
+
+  it('classifies generated frames of each kind as what they are', () => {
+    fc.assert(
+      fc.property(classifiedFrame, (c: FrameCase) => {
+        const frame = parseClientFrame(c.text);
+        assert.equal(frame.type, c.kind, c.text);
+        if (c.kind === 'EVENT' && frame.type === 'EVENT') {
+          assert.equal(frame.event.id, c.event.id);
+          assert.equal(verifySignature(frame.event), c.signed, 'signature verdict');
+        }
+        if ((c.kind === 'REQ' || c.kind === 'COUNT') && frame.type === c.kind) {
+          assert.equal(frame.subId, c.subId);
+        }
+        if (c.kind === 'OTHER' && frame.type === 'OTHER') assert.equal(frame.verb, c.verb);
+      }),
+      params(1500),
+    );
+  });
+
+  it('calls EVENT only an event with a 64-hex id, pubkey and a string signature', () => {
+    fc.assert(
+      fc.property(anyFrame, (c) => {
+        const frame = parseClientFrame(c.text);
+        if (frame.type !== 'EVENT') return;
+        assert.match(frame.event.id, HEX64);
+        assert.match(frame.event.pubkey, HEX64);
+        assert.equal(typeof frame.event.sig, 'string');
+      }),
+      params(3000),
+    );
+  });
+
+  it('sniffs only an id the text holds as "id":"<64 hex>"', () => {
+    const text = fc.oneof(
+      sniffableText,
+      anyFrame.map((f) => f.text),
+    );
+    fc.assert(
+      fc.property(text, (t) => {
+        const id = sniffEventId(t);
+        if (id === undefined) return;
+        assert.match(id, HEX64);
+        assert.ok(new RegExp(`"id"\\s*:\\s*"${id}"`).test(t), `${id} is not an "id" in ${t}`);
+      }),
+      params(3000),
+    );
+  });
+
+  it("sniffs a well-formed EVENT frame's own id", () => {
+    fc.assert(
+      fc.property(eventFrame, (c) => {
+        if (c.kind !== 'EVENT') return;
+        assert.equal(sniffEventId(c.text), c.event.id);
+      }),
+      params(500),
+    );
+  });
+});
+
+/** What a route matches on must hold no ambiguity a router could read differently. */
+function assertCanonical(path: string): void {
+  assert.ok(path.startsWith('/'), `"${path}" starts with /`);
+  assert.ok(!path.includes('//'), `"${path}" has no //`);
+  assert.ok(!path.includes('\0'), `"${path}" has no NUL`);
+  for (const seg of path.split('/')) {
+    assert.ok(seg !== '.' && seg !== '..', `"${path}" has no dot segment`);
+  }
+}
+
+/** After tab and newline removal (as URL parsers do), does the target start "//" or "/\"? */
+function startsWithTwoSlashes(target: string): boolean {
+  return /^[/\\]{2}/.test(target.replace(/[\t\n\r]/g, ''));
+}
+
+describe('request targets', { timeout: 120_000 }, () => {
+  it('never throws; a usable target has a canonical path', () => {
+    fc.assert(
+      fc.property(fc.option(anyTarget, { nil: undefined }), (raw) => {
+        const t = parseRequestTarget(raw);
+        if (!t) return;
+        assertCanonical(t.path);
+        assert.ok(t.forward.startsWith('/'), `forward "${t.forward}"`);
+      }),
+      params(5000),
+    );
+  });
+
+  it('is idempotent on its own output: the forwarded target parses to itself', () => {
+    fc.assert(
+      fc.property(anyTarget, (raw) => {
+        const t = parseRequestTarget(raw);
+        // A forwarded "//..." is the doubled-leading-slash case, tested on its own below.
+        if (!t || t.forward.startsWith('//')) return;
+        assert.deepEqual(parseRequestTarget(t.forward), t, `from ${JSON.stringify(raw)}`);
+      }),
+      params(5000),
+    );
+  });
+
+  it('is idempotent on a path that holds no character with a meaning in a URL', () => {
+    fc.assert(
+      fc.property(anyTarget, (raw) => {
+        const t = parseRequestTarget(raw);
+        // C0 controls and spaces are stripped or refused by URL parsers: not idempotent there.
+        if (!t || [...t.path].some((ch) => '%?#\\'.includes(ch) || ch <= ' ')) return;
+        assert.equal(parseRequestTarget(t.path)?.path, t.path, `from ${JSON.stringify(raw)}`);
+      }),
+      params(5000),
+    );
+  });
+
+  it('reads every spelling of a path (encoded, dots, extra slashes, absolute) as the path', () => {
+    fc.assert(
+      fc.property(spellingOf(), ({ plain, target }) => {
+        assert.equal(parseRequestTarget(plain.path)?.path, plain.path, 'the plain path');
+        assert.equal(parseRequestTarget(target)?.path, plain.path, `spelled ${target}`);
+      }),
+      params(5000),
+    );
+  });
+
+  it('reads an absolute-form target as its origin-form', () => {
+    const host = fc.constantFrom('http://x', 'HTTPS://Y:443', 'http://127.0.0.1:1', 'http://[::1]');
+    const originForm = anyTarget.filter((t) => t.startsWith('/') && !startsWithTwoSlashes(t));
+    fc.assert(
+      fc.property(host, originForm, (origin, target) => {
+        assert.deepEqual(parseRequestTarget(origin + target), parseRequestTarget(target), target);
+      }),
+      params(5000),
+    );
+  });
+
+  // Origin-form is absolute-path ["?" query] (RFC 9112 3.2.1): "//a/b" is the path "//a/b",
+  // which routers read as "/a/b"; it names no host. Nor may the forwarded form of
+  // "http://x//a/b" turn into one when the relay reads it.
+  it('reads a doubled leading slash as part of the path, never as a host', () => {
+    fc.assert(
+      fc.property(
+        doubleSlashLead,
+        fc.constantFrom('//', '/\\', '/\t/', 'http://x//'),
+        ({ plain }, lead) => {
+          const target = lead + plain.path.slice(1);
+          const t = parseRequestTarget(target);
+          assert.equal(t?.path, plain.path, `target ${JSON.stringify(target)}`);
+          assert.deepEqual(parseRequestTarget(t.forward), t, `forwarded as ${t.forward}`);
+        },
+      ),
+      params(500),
+    );
+  });
+});
+
+const DENIED = ['/admin', '/stats', '/metrics', '/private/area'];
+const routes = [
+  ...DENIED.map((path) => ({ path, class: 'deny' as const })),
+  { path: '/healthz', class: 'exempt' as const },
+  { path: '/bulk', class: 'write' as const, cost: 5 },
+];
+const routedConfig = GatewayConfigSchema.parse({
+  admin: { token: 'properties-admin-token-0123' },
+  upstreams: [{ id: 'relay-a', url: 'http://127.0.0.1:9' }],
+  quotas: { routes },
+});
+
+const anyMethod = fc.oneof(
+  fc.constantFrom('GET', 'get', 'Post', 'POST', 'PUT', 'DELETE', 'HEAD', 'OPTIONS', 'PATCH'),
+  fc.string({ minLength: 1, maxLength: 8 }),
+);
+
+describe('route classification on normalised paths', { timeout: 120_000 }, () => {
+  it('denies every spelling of a denied path and of the paths under it', () => {
+    const policy = new Policy(routedConfig.quotas);
+    const deniedPlain = fc
+      .tuple(fc.constantFrom(...DENIED), fc.array(segment, { maxLength: 3 }), fc.boolean())
+      .map(([base, extra, trailing]) =>
+        plainPathOf([...base.slice(1).split('/'), ...extra], trailing),
+      );
+    fc.assert(
+      fc.property(spellingOf(deniedPlain), anyMethod, ({ target }, method) => {
+        const t = parseRequestTarget(target);
+        assert.ok(t, `${target} is usable`);
+        assert.equal(policy.classify(method, t.path).cls, 'deny', `${method} ${target}`);
+      }),
+      params(3000),
+    );
+  });
+});
+
+const ANSWERS: ScriptedAnswer[] = [
+  'free',
+  'allowed',
+  'allowed',
+  'limited',
+  'insured-no',
+  'error-open',
+  'error-closed',
+];
+const script = fc.array(fc.constantFrom(...ANSWERS), { minLength: 1, maxLength: 8 });
+const ORDERS: IdentitySource[][] = [
+  ['pubkey', 'ip'],
+  ['apiKey', 'pubkey', 'ip'],
+  ['ip'],
+  ['apiKey', 'ip'],
+];
+
+/** One generated frame on one of two connections, possibly binary or padded past the limit. */
+const sessionFrame = fc.record({
+  conn: fc.nat(1),
+  frame: fc.oneof({ arbitrary: eventFrame, weight: 2 }, { arbitrary: anyFrame, weight: 3 }),
+  binary: fc.nat(9).map((n) => n === 0),
+  oversize: fc.nat(19).map((n) => n === 0),
+  storeFails: fc.nat(9).map((n) => n === 0),
+  /** Send an earlier frame of the run again (replays and duplicates). */
+  replayOf: fc.oneof(
+    { weight: 7, arbitrary: fc.constant(null) },
+    { weight: 3, arbitrary: fc.nat(24) },
+  ),
+});
+
+function seenIds(keys: Iterable<string>): Set<string> {
+  const ids = new Set<string>();
+  for (const key of keys) {
+    const id = /:seen:\{([0-9a-f]{64})\}$/.exec(key)?.[1];
+    if (id) ids.add(id);
+  }
+  return ids;
+}
+
+function assertReplyShape(verdict: FrameVerdict, context: string): void {
+  if (verdict.forward) {
+    assert.equal(
+      verdict.reply,
+      undefined,
+      `a forwarded frame is answered by the relay: ${context}`,
+    );
+    assert.equal(verdict.close, undefined, context);
+    return;
+  }
+  const reply = verdict.reply;
+  assert.ok(Array.isArray(reply), `a frame not forwarded is answered: ${context}`);
+  if (reply[0] === 'OK') {
+    assert.equal(reply.length, 4, context);
+    assert.equal(typeof reply[1], 'string', context);
+    if (reply[2] === true) assert.match(String(reply[3]), /^duplicate:/, context);
+    else assert.ok(reply[2] === false && hasNip01Prefix(reply[3]), `OK false: ${context}`);
+  } else if (reply[0] === 'CLOSED') {
+    assert.equal(typeof reply[1], 'string', context);
+    assert.ok(hasNip01Prefix(reply[2]), `CLOSED: ${context}`);
+  } else {
+    assert.equal(reply[0], 'NOTICE', context);
+    assert.equal(typeof reply[1], 'string', context);
+  }
+  if (verdict.close) assert.equal(verdict.close.code, 1008, context);
+}
+
+describe('the admission step over generated frames and requests', { timeout: 180_000 }, () => {
+  it('never throws on a frame, and its verdict is consistent with what it charged', async () => {
+    const run = fc.record({
+      script,
+      order: fc.constantFrom(...ORDERS),
+      verify: fc.boolean(),
+      quotasEnabled: fc.nat(4).map((n) => n > 0),
+      maxInvalidEvents: fc.integer({ min: 1, max: 4 }),
+      frames: fc.array(sessionFrame, { minLength: 1, maxLength: 25 }),
+    });
+    // How often each branch was taken: a property that never reaches one proves nothing of it.
+    const reached = {
+      senderRefused: 0,
+      forgery: 0,
+      closedForForgeries: 0,
+      duplicate: 0,
+      authorRefused: 0,
+      eventForwarded: 0,
+    };
+    await fc.assert(
+      fc.asyncProperty(run, async (r) => {
+        const verify = r.verify || r.order.includes('pubkey');
+        const maxFrameBytes = 4096;
+        const { admission, decider, kv } = admissionUnderTest(
+          {
+            identity: { order: r.order },
+            nostr: { verifySignatures: verify, maxInvalidEvents: r.maxInvalidEvents },
+            quotas: { enabled: r.quotasEnabled, apiKeys: { 'key-1': 'default' } },
+            limits: { maxFrameBytes, framesPerSecPerAddress: 1_000_000 },
+          },
+          r.script,
+        );
+        const conns: ConnectionFacts[] = [
+          { ip: '203.0.113.7', nodeId: 'relay-a', invalidEvents: 0 },
+          { ip: '2001:db8:1:2::/64', apiKey: 'key-1', nodeId: 'relay-a', invalidEvents: 0 },
+        ];
+        const forwardedIds = new Set<string>();
+        for (const [i, f] of r.frames.entries()) {
+          const conn = conns[f.conn]!;
+          const frameCase =
+            f.replayOf !== null && i > 0 ? r.frames[f.replayOf % i]!.frame : f.frame;
+          const text = f.oversize ? frameCase.text + ' '.repeat(maxFrameBytes) : frameCase.text;
+          const data = Buffer.from(text, 'utf8');
+          kv.failing = f.storeFails;
+          const seenBefore = seenIds(kv.keys.keys());
+          const invalidBefore = conn.invalidEvents;
+          const chargedBefore = decider.charges.length;
+          const verdict = await admission.frame(conn, data, f.binary);
+          const charges = decider.charges.slice(chargedBefore);
+          const context = `${JSON.stringify(verdict)} for ${text.slice(0, 300)}`;
+          assertReplyShape(verdict, context);
+          if (verdict.close) assert.ok(conn.invalidEvents >= r.maxInvalidEvents, context);
+
+          if (f.binary || data.length > maxFrameBytes) {
+            assert.equal(verdict.forward, false, context);
+            assert.equal(charges.length, 0, `refused unparsed: nothing charged: ${context}`);
+            if (!f.binary && verdict.reply?.[0] === 'OK') {
+              assert.equal(verdict.reply[1], sniffEventId(text), context);
+            }
+            continue;
+          }
+          const frame = parseClientFrame(data.toString('utf8'));
+          switch (frame.type) {
+            case 'MALFORMED':
+            case 'BAD_EVENT':
+              assert.equal(verdict.forward, false, context);
+              assert.equal(charges.length, 0, context);
+              assert.match(
+                String(verdict.reply?.[frame.type === 'MALFORMED' ? 1 : 3]),
+                /^invalid:/,
+              );
+              break;
+            case 'CLOSE':
+            case 'AUTH':
+            case 'OTHER':
+              assert.equal(verdict.forward, true, context);
+              assert.equal(charges.length, 0, context);
+              break;
+            case 'REQ':
+            case 'COUNT':
+              assert.equal(charges.length, 1, context);
+              assert.equal(charges[0]!.cls, 'read', context);
+              assert.notEqual(charges[0]!.source, 'pubkey', context);
+              assert.equal(verdict.forward, charges[0]!.admitted, context);
+              if (!verdict.forward)
+                assert.deepEqual(verdict.reply?.slice(0, 2), ['CLOSED', frame.subId]);
+              break;
+            case 'EVENT': {
+              const { event } = frame;
+              const sender = charges[0];
+              assert.ok(sender, `an EVENT is charged to its sender first: ${context}`);
+              assert.equal(sender.cls, 'write', context);
+              assert.notEqual(sender.source, 'pubkey', `the sender, not the author: ${context}`);
+              if (verdict.reply?.[0] === 'OK') assert.equal(verdict.reply[1], event.id, context);
+              if (!sender.admitted) {
+                assert.equal(verdict.forward, false, context);
+                assert.equal(charges.length, 1, context);
+                assert.equal(conn.invalidEvents, invalidBefore, 'refused before verification');
+                reached.senderRefused++;
+                break;
+              }
+              const signed = verifySignature(event);
+              if (verify && !signed) {
+                assert.equal(verdict.forward, false, `a forgery is never forwarded: ${context}`);
+                assert.equal(charges.length, 1, `a forgery charges no author: ${context}`);
+                assert.match(String(verdict.reply?.[3]), /^invalid:/, context);
+                assert.equal(conn.invalidEvents, invalidBefore + 1, 'counts towards closing');
+                assert.equal(
+                  verdict.close !== undefined,
+                  conn.invalidEvents >= r.maxInvalidEvents,
+                  `closed once past the limit: ${context}`,
+                );
+                reached.forgery++;
+                if (verdict.close) reached.closedForForgeries++;
+                break;
+              }
+              assert.equal(conn.invalidEvents, invalidBefore, context);
+              if (!r.order.includes('pubkey')) {
+                assert.equal(verdict.forward, true, context);
+                assert.equal(charges.length, 1, context);
+              } else if (verdict.reply?.[2] === true) {
+                assert.equal(verdict.forward, false, `a duplicate is not forwarded: ${context}`);
+                assert.equal(charges.length, 1, `a duplicate charges no author: ${context}`);
+                assert.ok(seenBefore.has(event.id), `only a seen event is a duplicate: ${context}`);
+                assert.ok(forwardedIds.has(event.id), `seen means forwarded: ${context}`);
+                reached.duplicate++;
+              } else {
+                const claimable = r.quotasEnabled && !f.storeFails;
+                assert.ok(
+                  !(claimable && seenBefore.has(event.id)),
+                  `a replay is a duplicate: ${context}`,
+                );
+                const author = charges[1];
+                assert.ok(author, `a new signed event charges its author: ${context}`);
+                assert.equal(charges.length, 2, context);
+                assert.equal(author.source, 'pubkey', context);
+                assert.equal(author.raw, event.pubkey, context);
+                assert.equal(verdict.forward, author.admitted, context);
+                if (!author.admitted) reached.authorRefused++;
+                if (!author.admitted && !f.storeFails) {
+                  assert.ok(
+                    !seenIds(kv.keys.keys()).has(event.id),
+                    `refused is not seen: ${context}`,
+                  );
+                }
+              }
+              if (verdict.forward) {
+                forwardedIds.add(event.id);
+                reached.eventForwarded++;
+              }
+              break;
+            }
+          }
+        }
+      }),
+      params(300),
+    );
+    for (const [branch, times] of Object.entries(reached)) {
+      assert.ok(times > 0, `no generated frame reached "${branch}": ${JSON.stringify(reached)}`);
+    }
+  });
+
+  it('refuses frames past the address rate without charging or parsing them', async () => {
+    const run = fc.record({
+      perSec: fc.integer({ min: 1, max: 3 }),
+      frames: fc.array(anyFrame, { minLength: 1, maxLength: 12 }),
+    });
+    await fc.assert(
+      fc.asyncProperty(run, async (r) => {
+        const { admission, decider } = admissionUnderTest(
+          { limits: { framesPerSecPerAddress: r.perSec } },
+          ['allowed'],
+        );
+        const conn: ConnectionFacts = { ip: '198.51.100.1', nodeId: 'relay-a', invalidEvents: 0 };
+        let refused = 0;
+        for (const f of r.frames) {
+          const chargedBefore = decider.charges.length;
+          const verdict = await admission.frame(conn, Buffer.from(f.text), false);
+          assertReplyShape(verdict, f.text);
+          const said = verdict.reply?.[verdict.reply[0] === 'OK' ? 3 : 1];
+          const reason = typeof said === 'string' ? said : '';
+          if (reason.includes('too many messages from this address')) {
+            refused++;
+            assert.match(reason, /^rate-limited:/);
+            assert.equal(
+              decider.charges.length,
+              chargedBefore,
+              'a refused frame costs no quota call',
+            );
+          }
+        }
+        // Generated frames run within a second: all past the rate are refused (no refill).
+        assert.ok(refused >= r.frames.length - r.perSec - 1, `${refused} refused`);
+      }),
+      params(200),
+    );
+  });
+
+  it('never throws on a request: 400 for unusable targets, 404 denied, charges as classified', async () => {
+    const run = fc.record({
+      script,
+      method: anyMethod,
+      url: fc.option(
+        fc.oneof(
+          anyTarget,
+          spellingOf(
+            fc
+              .constantFrom(...DENIED, '/healthz', '/bulk', '/events')
+              .map((p) => plainPathOf(p.slice(1).split('/'), false)),
+          ).map((s) => s.target),
+        ),
+        { nil: undefined },
+      ),
+      contentLength: fc.oneof(
+        fc.constant(undefined),
+        fc.constant(Number.NaN),
+        fc.nat(2000),
+        fc.constant(Number.MAX_SAFE_INTEGER),
+        fc.constant(-1),
+      ),
+      apiKey: fc.option(fc.constantFrom('key-1', 'unknown-key', ''), { nil: undefined }),
+    });
+    await fc.assert(
+      fc.asyncProperty(run, async (r) => {
+        const { admission, decider, ctx } = admissionUnderTest(
+          {
+            quotas: { routes, apiKeys: { 'key-1': 'default' } },
+            limits: { maxBodyBytes: 1000 },
+          },
+          r.script,
+        );
+        const verdict = await admission.http({
+          method: r.method,
+          url: r.url,
+          ip: '192.0.2.1',
+          apiKey: r.apiKey,
+          contentLength: r.contentLength,
+        });
+        const context = `${r.method} ${JSON.stringify(r.url)}: ${JSON.stringify(verdict).slice(0, 400)}`;
+        const target = parseRequestTarget(r.url);
+        const status = verdict.action === 'answer' ? verdict.problem.status : 0;
+        if (!target) {
+          assert.equal(status, 400, context);
+          assert.equal(decider.charges.length, 0, context);
+          return;
+        }
+        const { cls, cost } = ctx.policy.classify(r.method, target.path);
+        if (cls === 'deny') {
+          assert.equal(status, 404, context);
+          assert.equal(decider.charges.length, 0, `a denied request costs nothing: ${context}`);
+          return;
+        }
+        if ((r.contentLength ?? 0) > 1000) {
+          assert.equal(status, 413, context);
+          assert.equal(decider.charges.length, 0, context);
+          return;
+        }
+        if (cls === 'exempt') {
+          assert.equal(verdict.action, 'forward', context);
+          assert.equal(decider.charges.length, 0, context);
+          return;
+        }
+        assert.equal(decider.charges.length, 1, context);
+        const charge = decider.charges[0]!;
+        assert.deepEqual([charge.cls, charge.cost], [cls, cost], context);
+        assert.notEqual(charge.source, 'pubkey', context);
+        if (verdict.action === 'forward') {
+          assert.ok(charge.admitted, `forwarded only when admitted: ${context}`);
+          assert.deepEqual(verdict.target, target, context);
+        } else {
+          assert.ok(!charge.admitted, context);
+          assert.ok([429, 503].includes(status), context);
+        }
+      }),
+      params(3000),
+    );
+  });
+});
