@@ -114,6 +114,10 @@ class UpgradeAttempt {
         detail: 'the request target is not usable',
       });
     }
+    // Denied paths (the relay's operator endpoints) are denied over every protocol.
+    if (ctx.policy.classify('GET', target.path).cls === 'deny') {
+      return this.fail('denied', { status: 404, type: 'not-found', detail: 'no such resource' });
+    }
     const invalid = checkUpgradeRequest(this.req);
     if (invalid) return this.fail('bad-request', invalid);
 

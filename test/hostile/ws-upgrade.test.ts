@@ -71,6 +71,15 @@ describe('WebSocket upgrades a client spells badly', { timeout: 120_000 }, () =>
     await assertGatewayWhole();
   });
 
+  it("denies upgrades to the relay's operator paths whatever the spelling", async () => {
+    for (const target of ['/admin/drain', '/%61dmin/drain', 'http://x/ADMIN/', '/x/../stats']) {
+      const denied = await rawUpgrade(gw.url, { target });
+      assert.equal(denied.status, 404, `target ${target}`);
+    }
+    assert.equal(await relayConnections(relay.url), 0, 'no relay socket was opened');
+    await assertGatewayWhole();
+  });
+
   it('refuses handshakes ws would refuse before opening a relay socket; none leaks', async () => {
     // The suite holds no connection between tests: once earlier ones have closed, none is open.
     const idle = async () => (await relayConnections(relay.url)) === 0;
