@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { describe, it } from 'node:test';
 import { ProcessSampler, parseProcStat, parseVmRss } from '../src/bench/run/proc-sampler.js';
 import { commandDelta, parseCommandStats } from '../src/bench/run/valkey-stats.js';
@@ -15,13 +16,18 @@ describe('benchmark measurement', { timeout: 60_000 }, () => {
   });
 
   it('samples a busy process near one core and an idle one near zero', async () => {
+    // Each says when it is running (node takes a while to start on a busy machine) and
+    // lasts well past the window; both are killed below.
     const busy = spawn(process.execPath, [
       '-e',
-      'const t = Date.now(); while (Date.now() - t < 4000);',
+      'console.log("running"); const t = Date.now(); while (Date.now() - t < 20000);',
     ]);
-    const idle = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 4000)']);
+    const idle = spawn(process.execPath, [
+      '-e',
+      'console.log("running"); setTimeout(() => {}, 20000)',
+    ]);
     try {
-      await new Promise((r) => setTimeout(r, 300));
+      await Promise.all([once(busy.stdout, 'data'), once(idle.stdout, 'data')]);
       const sampler = new ProcessSampler([
         { role: 'relay', name: 'busy', pid: busy.pid! },
         { role: 'relay', name: 'idle', pid: idle.pid! },

@@ -258,7 +258,8 @@ describe('runNostrLoad', { timeout: 120_000 }, () => {
     assert.equal(result.counts.otherRejected, 0);
     assert.equal(result.counts.errors, 0);
     assert.equal(result.counts.timeouts, 0);
-    assert.ok(result.wallSeconds >= 0.99 && result.wallSeconds < 1.5, `${result.wallSeconds}`);
+    // The 1 s window, give or take a timer that fires late on a busy machine.
+    assert.ok(result.wallSeconds >= 0.99 && result.wallSeconds < 2, `${result.wallSeconds}`);
     assert.ok(result.latencyMs !== null);
     assert.ok(result.latencyMs.p50 > 0 && result.latencyMs.p50 <= result.latencyMs.p99);
     assert.ok(result.latencyMs.p99 <= result.latencyMs.max);
@@ -278,35 +279,39 @@ describe('runNostrLoad', { timeout: 120_000 }, () => {
     assert.equal(result.latencyMs, null);
   });
 
-  describe('against a sluice gateway with a write quota of 5 per client', () => {
-    let gw: GatewayUnderTest;
-    before(async () => {
-      gw = await startGateway('ioredis', 'standalone', [{ id: 'relay-peer', url: relay.url }], {
-        trustedProxies: ['127.0.0.1'],
-        identity: { order: ['ip'] },
-        quotas: {
-          keyPrefix: uniquePrefix('wsload').replace(/[^A-Za-z0-9:_-]/g, '-'),
-          tiers: { default: { write: { points: 5, windowSec: 60 } } },
-        },
+  describe(
+    'against a sluice gateway with a write quota of 5 per client',
+    { timeout: 60_000 },
+    () => {
+      let gw: GatewayUnderTest;
+      before(async () => {
+        gw = await startGateway('ioredis', 'standalone', [{ id: 'relay-peer', url: relay.url }], {
+          trustedProxies: ['127.0.0.1'],
+          identity: { order: ['ip'] },
+          quotas: {
+            keyPrefix: uniquePrefix('wsload').replace(/[^A-Za-z0-9:_-]/g, '-'),
+            tiers: { default: { write: { points: 5, windowSec: 60 } } },
+          },
+        });
       });
-    });
-    after(async () => {
-      assert.equal(await gw.proc.stop(), 0);
-    });
+      after(async () => {
+        assert.equal(await gw.proc.stop(), 0);
+      });
 
-    it('each connection is its own client (X-Forwarded-For): 5 admitted each, the rest limited', async () => {
-      const result = await runNostrLoad({
-        url: wsUrl(gw.url),
-        connections: 4,
-        durationSec: 1,
-        events: pool,
-        headersFor: (conn) => ({ 'x-forwarded-for': `10.9.0.${conn + 1}` }),
+      it('each connection is its own client (X-Forwarded-For): 5 admitted each, the rest limited', async () => {
+        const result = await runNostrLoad({
+          url: wsUrl(gw.url),
+          connections: 4,
+          durationSec: 1,
+          events: pool,
+          headersFor: (conn) => ({ 'x-forwarded-for': `10.9.0.${conn + 1}` }),
+        });
+        assert.ok(result.counts.limited > 0, JSON.stringify(result));
+        assert.equal(result.counts.ok + result.counts.limited, result.counts.requests);
+        assert.equal(result.counts.ok, 20, 'four clients, five writes each');
+        assert.equal(result.counts.errors, 0);
+        assert.equal(result.counts.timeouts, 0);
       });
-      assert.ok(result.counts.limited > 0, JSON.stringify(result));
-      assert.equal(result.counts.ok + result.counts.limited, result.counts.requests);
-      assert.equal(result.counts.ok, 20, 'four clients, five writes each');
-      assert.equal(result.counts.errors, 0);
-      assert.equal(result.counts.timeouts, 0);
-    });
-  });
+    },
+  );
 });

@@ -44,5 +44,7 @@ export function parseRequestTarget(raw: string | undefined): RequestTarget | und
     else segments.push(segment);
   }
   const trailing = decoded.length > 1 && decoded.endsWith('/') && segments.length > 0 ? '/' : '';
-  return { forward: url.pathname + url.search, path: `/${segments.join('/')}${trailing}` };
+  // One leading slash: a relay that resolves "//a/b" against a base must not read a host.
+  const forward = url.pathname.replace(/^\/+/, '/') + url.search;
+  return { forward, path: `/${segments.join('/')}${trailing}` };
 }

@@ -139,7 +139,9 @@ export async function startRelay(config: RelayConfig): Promise<RunningRelay> {
   wss.on('connection', (ws) => sockets.handle(ws));
   let closing: Promise<void> | undefined;
   app.server.on('upgrade', (request, socket, head) => {
-    const { pathname } = new URL(request.url ?? '/', 'http://relay');
+    socket.on('error', () => socket.destroy());
+    // The path only, read as a path: "//a%2Fb" must not be taken for a host (URL would throw).
+    const pathname = (request.url ?? '/').split('?')[0];
     if (closing) {
       socket.end('HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\n\r\n');
       return;

@@ -47,7 +47,7 @@ const interestingPaths = ['/events', '/admin/drain', '/admin/spike', '/stats', '
 /** Percent-encode what a request line cannot carry raw (HTTP parsers refuse it). */
 function asciiOnly(target: string): string {
   return target.replace(/[^\x21-\x7e]/gu, (ch) =>
-    [...Buffer.from(ch)].map((b) => `%${b.toString(16).toUpperCase()}`).join(''),
+    [...Buffer.from(ch)].map((b) => `%${b.toString(16).padStart(2, '0').toUpperCase()}`).join(''),
   );
 }
 
@@ -341,7 +341,7 @@ const request = fc
     return { bytes: Buffer.concat([Buffer.from(head, 'latin1'), payload]), label };
   });
 
-/** Cut `data` into `count` pieces at generated points. */
+/** Cut `data` at the given fractions of its length (a trickled request). */
 function split(data: Buffer, cuts: number[]): Buffer[] {
   const points = [...new Set(cuts.map((c) => Math.floor(c * data.length)))]
     .filter((p) => p > 0 && p < data.length)

@@ -36,7 +36,7 @@ export interface WsFrameSpec {
   rsv: number;
   opcode: number;
   payload: Buffer;
-  /** Client frames must be masked; null sends one unmasked. */
+  /** Client frames must be masked (RFC 6455); false sends one unmasked. */
   masked: boolean;
   /** The length written in the header, when it should lie about the payload. */
   declaredLength?: bigint;

@@ -215,7 +215,7 @@ describe('raw-socket fuzz run', { timeout: 180_000 }, () => {
         if (result.ending === 'refused' && !isAlive(gw.proc.pid)) break;
       }
     };
-    // Batches are generated in order of index: start the workers one after another.
+    // Each worker takes its index and its case in one synchronous step: batches come in order.
     await Promise.all(Array.from({ length: CONCURRENCY }, worker));
     clearInterval(sampler);
 
@@ -226,7 +226,8 @@ describe('raw-socket fuzz run', { timeout: 180_000 }, () => {
         .join(' ');
     t.diagnostic(
       `ran ${ran} exchanges: ${units.http} HTTP requests, ${units.ws} WebSocket frames; ` +
-        `statuses ${histogram(statuses)}; close codes ${histogram(closeCodes)}`,
+        `statuses ${histogram(statuses)}; close codes ${histogram(closeCodes)}; relay taken ` +
+        `out of rotation ${gw.proc.output().split('taken out of rotation').length - 1} times`,
     );
     const describeFailure = (f: Failure) =>
       `#${f.index} ${f.result.ending} after ${f.result.ms} ms (${f.result.received} bytes back, ` +

@@ -164,6 +164,32 @@ describe('request targets', { timeout: 120_000 }, () => {
     );
   });
 
+  // Relays resolve the request target against a base URL (the reference relay's upgrade
+  // handler does, as much Node code does): a forwarded "//a/b" reads there as host "a", path
+  // "/b" (and "//a%2Fb" throws: it took the reference relay down). What is forwarded must
+  // read as the path that was judged, whoever parses it.
+  it('forwards a target a URL parser with a base reads as the judged path, never a host', () => {
+    fc.assert(
+      fc.property(anyTarget, (raw) => {
+        const t = parseRequestTarget(raw);
+        if (!t) return;
+        let read: URL | undefined;
+        try {
+          read = new URL(t.forward, 'http://relay.invalid');
+        } catch (err) {
+          assert.fail(`forwarded ${JSON.stringify(t.forward)} does not parse: ${String(err)}`);
+        }
+        assert.equal(read.host, 'relay.invalid', `forwarded ${JSON.stringify(t.forward)}`);
+        assert.equal(
+          parseRequestTarget(read.pathname)?.path,
+          t.path,
+          `from ${JSON.stringify(raw)}`,
+        );
+      }),
+      params(5000),
+    );
+  });
+
   it('is idempotent on a path that holds no character with a meaning in a URL', () => {
     fc.assert(
       fc.property(anyTarget, (raw) => {
