@@ -111,7 +111,6 @@ export function registerGateway(program: Command): void {
       // Failures at startup still exit, above.
       process.on('uncaughtException', (err) => gateway.internalError('uncaught-exception', err));
       process.on('unhandledRejection', (err) => gateway.internalError('unhandled-rejection', err));
-      console.log(`sluice gateway ready: ${gateway.url} admin=${gateway.adminUrl}`);
 
       process.on('SIGHUP', () => {
         try {
@@ -144,5 +143,7 @@ export function registerGateway(program: Command): void {
       };
       process.on('SIGTERM', () => stop('SIGTERM'));
       process.on('SIGINT', () => stop('SIGINT'));
+      // Last: whoever reads this line may signal at once, so every handler is in place.
+      console.log(`sluice gateway ready: ${gateway.url} admin=${gateway.adminUrl}`);
     });
 }

@@ -93,7 +93,6 @@ export async function runFeed(o: FeedProcessOptions): Promise<void> {
   });
   await new Promise<void>((resolve) => server.listen(o.port, o.host, resolve));
   const { port } = server.address() as AddressInfo;
-  console.log(`sluice feed ready: http://${o.host}:${port} node=${o.nodeId} law=${o.law}`);
   const stop = () => {
     feed.stop();
     server.close();
@@ -101,4 +100,6 @@ export async function runFeed(o: FeedProcessOptions): Promise<void> {
   };
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
+  // Last: whoever reads this line may signal at once.
+  console.log(`sluice feed ready: http://${o.host}:${port} node=${o.nodeId} law=${o.law}`);
 }
