@@ -4,6 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { admin, startGateway } from './helpers/gateway.js';
 import type { GatewayUnderTest } from './helpers/gateway.js';
 import { startFeed, startRelay, stopAll } from './helpers/processes.js';
+import { clearLawParams } from './helpers/pressure.js';
 import type { RelayProcess, SluiceProcess } from './helpers/processes.js';
 
 interface NodeView {
@@ -42,6 +43,7 @@ describe('runtime flow control of adaptation', { timeout: 120_000 }, () => {
   let gw: GatewayUnderTest;
 
   before(async () => {
+    await clearLawParams('iovalkey', 'standalone', ['relay-a']);
     relay = await startRelay({ nodeId: 'relay-a' });
     feed = await startFeed({
       nodeId: 'relay-a',

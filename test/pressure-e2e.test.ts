@@ -10,6 +10,7 @@ import { storeOptions } from './helpers/env.js';
 import { admin, request, startGateway } from './helpers/gateway.js';
 import type { GatewayUnderTest } from './helpers/gateway.js';
 import { relayAdminHeaders, startFeed, startRelay } from './helpers/processes.js';
+import { clearLawParams } from './helpers/pressure.js';
 import type { RelayProcess, SluiceProcess } from './helpers/processes.js';
 
 const MiB = 1024 * 1024;
@@ -94,6 +95,7 @@ for (const { client, mode } of CASES) {
     );
 
     before(async () => {
+      await clearLawParams(client, mode, ['relay-a', 'relay-b']);
       relays = await Promise.all([
         startRelay({ nodeId: 'relay-a', drainBytesPerSec: DRAIN }),
         startRelay({ nodeId: 'relay-b', drainBytesPerSec: DRAIN }),

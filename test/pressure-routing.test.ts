@@ -5,6 +5,7 @@ import { finalizeEvent, generateSecretKey } from 'nostr-tools/pure';
 import { NostrClient, admin, request, startGateway } from './helpers/gateway.js';
 import type { GatewayUnderTest } from './helpers/gateway.js';
 import { startFeed, startRelay, stopAll } from './helpers/processes.js';
+import { clearLawParams } from './helpers/pressure.js';
 import type { RelayProcess, SluiceProcess } from './helpers/processes.js';
 
 /** Which relay stores an event sent on a new WebSocket from `from`. */
@@ -39,6 +40,7 @@ describe('pressure-aware routing', { timeout: 120_000 }, () => {
   let gw: GatewayUnderTest;
 
   before(async () => {
+    await clearLawParams('ioredis', 'standalone', ['relay-a', 'relay-b']);
     relays = await Promise.all([
       startRelay({ nodeId: 'relay-a' }),
       startRelay({ nodeId: 'relay-b' }),
