@@ -2,6 +2,8 @@ import type { Command } from 'commander';
 import { positiveInt } from './valkey.js';
 import { registerBenchRun } from './bench-run.js';
 import { registerPeer } from './bench-peer.js';
+import { registerBenchVerify } from './bench-verify.js';
+import { registerClientsBench } from './bench-clients.js';
 import type { SmokeTarget } from '../bench/smoke.js';
 import { parseNodeAddress } from '../store/options.js';
 
@@ -25,6 +27,8 @@ export function registerBench(program: Command): void {
   const bench = program.command('bench').description('benchmarks and smoke runs');
   registerBenchRun(bench);
   registerPeer(bench);
+  registerBenchVerify(bench);
+  registerClientsBench(bench);
   bench
     .command('smoke')
     .description('consume through each client on each topology and check the counts')

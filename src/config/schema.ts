@@ -27,6 +27,13 @@ export type Tier = z.infer<typeof Tier>;
  */
 export const DEFAULT_DENY_PATHS = ['/admin', '/stats', '/metrics'];
 
+/**
+ * Clients each per-client structure holds in memory (limits.maxTrackedClients): the most
+ * recently seen, which are the ones that matter. An entry costs about 0.1 KiB (a block or a
+ * counter) to 0.25 KiB (an identity hash): a few MiB in all at this bound.
+ */
+export const DEFAULT_MAX_TRACKED_CLIENTS = 10_000;
+
 const Route = z.object({
   /**
    * Path prefix the route applies to ("/events" matches "/events" and "/events/x"), matched
@@ -173,6 +180,13 @@ export const GatewayConfigSchema = z
         framesPerSecPerAddress: positiveInt.default(1000),
         /** WebSocket connections (open or opening) one source address may hold; beyond: 429. */
         maxConnectionsPerAddress: positiveInt.default(256),
+        /**
+         * Clients held in memory by each per-client structure (identity hashes, in-memory
+         * blocks and insurance counters per quota, frame rates per address); past it the least
+         * recently seen is forgotten. Forgetting costs a hash or a Valkey round trip, never an
+         * admission beyond a limit while Valkey answers.
+         */
+        maxTrackedClients: positiveInt.default(DEFAULT_MAX_TRACKED_CLIENTS),
         /**
          * Bytes waiting to be written to one client that does not read: past half of this (at
          * most 1 MiB) the gateway stops reading from it; past this it is closed (1008).

@@ -27,4 +27,9 @@ export class AddressSlots {
   count(address: string): number {
     return this.held.get(address) ?? 0;
   }
+
+  /** Addresses holding a connection now: the map's size, never more than the connections. */
+  get addresses(): number {
+    return this.held.size;
+  }
 }

@@ -1,6 +1,6 @@
-import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
 import type { Event } from 'nostr-tools/pure';
 import type { QuotaDecision } from '../quota/decider.js';
+import { boundIdentityKeys, identityKeys } from '../quota/identity-keys.js';
 import { makeIdentity, resolveIdentity } from '../quota/policy.js';
 import type { Identity } from '../quota/policy.js';
 import {
@@ -11,6 +11,7 @@ import {
 } from '../quota/responses.js';
 import type { Problem } from '../quota/responses.js';
 import { StoreError } from '../store/index.js';
+import { WindowCounters } from '../util/window-counters.js';
 import type { GatewayContext } from './context.js';
 import { recordDecision } from './context.js';
 import { parseClientFrame, sniffEventId, verifySignature } from './nostr-frames.js';
@@ -73,14 +74,18 @@ function problemOf(status: number, type: string, title: string, detail: string):
  * author's quota, which only events not seen before pay: a replay is answered `duplicate:`.
  */
 export class Admission {
-  private readonly frameRate: RateLimiterMemory;
+  /** Frames per source address in the current second, for the most recent addresses. */
+  private readonly frameRate: WindowCounters;
 
   constructor(private readonly ctx: GatewayContext) {
-    this.frameRate = new RateLimiterMemory({
-      keyPrefix: 'frames',
-      points: ctx.config.limits.framesPerSecPerAddress,
-      duration: 1,
-    });
+    const { maxTrackedClients } = ctx.config.limits;
+    this.frameRate = new WindowCounters(maxTrackedClients);
+    boundIdentityKeys(maxTrackedClients);
+    ctx.metrics.countTrackedClients(() => ({
+      'identity-keys': identityKeys().size,
+      'frame-rate': this.frameRate.size,
+      ...ctx.decider.trackedClients(),
+    }));
   }
 
   /** The identity charged for every write a client sends, whatever it carries. */
@@ -255,14 +260,9 @@ export class Admission {
     return decision.admitted ? undefined : nostrRejection(decision);
   }
 
-  private async withinFrameRate(ip: string): Promise<boolean> {
-    try {
-      await this.frameRate.consume(ip);
-      return true;
-    } catch (res) {
-      if (res instanceof RateLimiterRes) return false;
-      throw res;
-    }
+  private withinFrameRate(ip: string): Promise<boolean> {
+    const { consumed } = this.frameRate.consume(ip, 1, 1000);
+    return Promise.resolve(consumed <= this.ctx.config.limits.framesPerSecPerAddress);
   }
 }
 

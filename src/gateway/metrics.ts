@@ -55,6 +55,25 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
 
+  /** Sampled at scrape time from what countTrackedClients() was given. */
+  private trackedClientsSource: () => Record<string, number> = () => ({});
+  readonly trackedClients = new Gauge({
+    name: 'sluice_tracked_clients',
+    help: 'Clients held in memory per structure: identity-keys and frame-rate hold at most limits.maxTrackedClients, in-memory-blocks and insurance at most that per quota counter',
+    labelNames: ['structure'] as const,
+    registers: [this.registry],
+    collect: () => {
+      for (const [structure, count] of Object.entries(this.trackedClientsSource())) {
+        this.trackedClients.set({ structure }, count);
+      }
+    },
+  });
+
+  /** Where sluice_tracked_clients reads its counts from. */
+  countTrackedClients(source: () => Record<string, number>): void {
+    this.trackedClientsSource = source;
+  }
+
   readonly propagation = new Summary({
     name: 'sluice_pressure_propagation_seconds',
     help: 'From a feed sampling to this gateway applying its report (clocks of one machine)',

@@ -1,4 +1,4 @@
-import { validateEvent, verifyEvent } from 'nostr-tools/pure';
+import { validateEvent } from 'nostr-tools/pure';
 import type { Event } from 'nostr-tools/pure';
 
 /** A client frame, parsed just enough for a per-frame decision. */
@@ -73,6 +73,4 @@ function parseEvent(raw: unknown): ClientFrame {
 }
 
 /** The event id is the hash of its content and the signature is the pubkey's over that id. */
-export function verifySignature(event: Event): boolean {
-  return verifyEvent(event);
-}
+export { initSignatureVerifier, verifySignature } from './nostr-verify.js';

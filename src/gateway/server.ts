@@ -14,6 +14,7 @@ import { registerHttpProxy } from './http-proxy.js';
 import { GatewayMetrics } from './metrics.js';
 import { UpstreamPool } from './upstreams.js';
 import { PressureSync } from './pressure-sync.js';
+import { initSignatureVerifier } from './nostr-verify.js';
 import { attachWebSocketProxy } from './ws-proxy.js';
 
 export interface RunningGateway {
@@ -46,14 +47,20 @@ export async function startGateway(
     inflightLimit: config.valkey.inflightLimit,
     clientName: 'sluice-gateway',
   };
+  // Once per process, before anything that would need closing: libsecp256k1 in WebAssembly
+  // checks signatures from the first frame on.
+  await initSignatureVerifier();
   const store = await createStore(storeOptions);
   const policy = new Policy(config.quotas);
   const board = new MultiplierBoard(config.upstreams.map((u) => u.id));
   const pool = new UpstreamPool(config.upstreams, config.routing, config.healthCheck, log);
   const metrics = new GatewayMetrics(board, pool);
   const decider = new QuotaDecider(store, policy, board, config.quotas, {
-    storeCall: (seconds, ok) =>
-      metrics.valkeyCall.observe({ client: store.client, result: ok ? 'ok' : 'error' }, seconds),
+    observer: {
+      storeCall: (seconds, ok) =>
+        metrics.valkeyCall.observe({ client: store.client, result: ok ? 'ok' : 'error' }, seconds),
+    },
+    maxTrackedClients: config.limits.maxTrackedClients,
   });
   const ctx: GatewayContext = {
     config,

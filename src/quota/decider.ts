@@ -1,8 +1,10 @@
-import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
+import { DEFAULT_MAX_TRACKED_CLIENTS } from '../config/schema.js';
 import type { GatewayConfig, Limit } from '../config/schema.js';
 import type { MultiplierBoard } from '../pressure/board.js';
+import { InMemoryBlocks } from '../store/blocks.js';
 import { StoreError } from '../store/index.js';
 import type { ClientKey, QuotaLimiter, Store } from '../store/index.js';
+import { WindowCounters } from '../util/window-counters.js';
 import { effectivePoints, insuredPoints, quantiseMultiplier, secondsUntil } from './limits.js';
 import type { Identity, Policy } from './policy.js';
 
@@ -45,6 +47,16 @@ export interface DecisionObserver {
 
 type QuotaSettings = GatewayConfig['quotas'];
 
+export interface DeciderOptions {
+  observer?: DecisionObserver;
+  now?: () => number;
+  /**
+   * Clients held in memory per quota counter (class, tier, window), in the in-memory block
+   * and in the insurance counters alike; the least recently seen are forgotten past it.
+   */
+  maxTrackedClients?: number;
+}
+
 /**
  * The quota decision: identity -> policy -> limiter for (base x node multiplier) -> verdict.
  * Knows nothing of HTTP or WebSocket.
@@ -53,8 +65,15 @@ type QuotaSettings = GatewayConfig['quotas'];
  * window), so a new multiplier applies at once to what was already consumed.
  */
 export class QuotaDecider {
+  /** One per (class, tier, window, points): bounded by the configuration, not by clients. */
   private readonly limiters = new Map<string, QuotaLimiter>();
-  private readonly insurance = new Map<string, RateLimiterMemory>();
+  /** Per counter prefix; blocks record counts, so they hold for any limit and survive reloads. */
+  private readonly blocks = new Map<string, InMemoryBlocks>();
+  /** Per counter prefix: the in-memory share used while Valkey is down. */
+  private readonly insurance = new Map<string, WindowCounters<ClientKey>>();
+  private readonly observer: DecisionObserver;
+  private readonly now: () => number;
+  private readonly maxTrackedClients: number;
   private storeDownUntil = 0;
 
   constructor(
@@ -62,15 +81,24 @@ export class QuotaDecider {
     private readonly policy: Policy,
     private readonly board: MultiplierBoard,
     private settings: QuotaSettings,
-    private readonly observer: DecisionObserver = { storeCall: () => undefined },
-    private readonly now: () => number = Date.now,
-  ) {}
+    options: DeciderOptions = {},
+  ) {
+    this.observer = options.observer ?? { storeCall: () => undefined };
+    this.now = options.now ?? Date.now;
+    this.maxTrackedClients = options.maxTrackedClients ?? DEFAULT_MAX_TRACKED_CLIENTS;
+  }
 
   /** Apply reloaded settings; limiters for old limits are dropped. */
   reload(settings: QuotaSettings): void {
     this.settings = settings;
     this.limiters.clear();
-    // Insurance counters are kept: a reload must not hand every client a fresh share.
+    // Insurance counters and blocks are kept: a reload must not hand every client a fresh
+    // share. Those of prefixes no longer in use (another keyPrefix) are dropped.
+    for (const map of [this.blocks, this.insurance]) {
+      for (const prefix of map.keys()) {
+        if (!prefix.startsWith(`${settings.keyPrefix}:`)) map.delete(prefix);
+      }
+    }
   }
 
   /**
@@ -124,13 +152,13 @@ export class QuotaDecider {
     return this.now() < this.storeDownUntil;
   }
 
-  private async decideWithoutStore(
+  private decideWithoutStore(
     req: QuotaRequest,
     key: ClientKey,
     base: Limit,
     points: number,
     shape: Pick<QuotaDecision, 'policy' | 'limit' | 'windowSec' | 'multiplier'>,
-  ): Promise<QuotaDecision> {
+  ): QuotaDecision {
     const mode = this.settings.onStoreFailure;
     if (mode !== 'insure') {
       const admitted = mode === 'open';
@@ -140,20 +168,14 @@ export class QuotaDecider {
     const insurer = this.insurerFor(req.cls, req.identity.tier, base);
     // One counter per (class, tier, window) whatever the multiplier: the share in force is
     // compared here, so a multiplier change neither resets nor splits what was consumed.
-    let res: RateLimiterRes;
-    try {
-      res = await insurer.consume(key, req.cost);
-    } catch (rejected) {
-      if (!(rejected instanceof RateLimiterRes)) throw rejected;
-      res = rejected;
-    }
-    const admitted = res.consumedPoints <= share;
+    const res = insurer.consume(key, req.cost, base.windowSec * 1000);
+    const admitted = res.consumed <= share;
     return {
       ...shape,
       limit: share,
       outcome: 'insured',
       admitted,
-      remaining: Math.max(0, share - res.consumedPoints),
+      remaining: Math.max(0, share - res.consumed),
       resetSec: secondsUntil(res.msBeforeNext),
       fromMemory: false,
     };
@@ -174,22 +196,41 @@ export class QuotaDecider {
         points,
         duration: base.windowSec,
         // Block in memory once the limit is used up: the rest of the window costs no round trip.
-        ...(this.settings.inMemoryBlock && points > 0 ? { inMemoryBlockOnConsumed: points } : {}),
+        ...(this.settings.inMemoryBlock && points > 0
+          ? { inMemoryBlock: { onConsumed: points, blocks: this.blocksFor(keyPrefix) } }
+          : {}),
       });
       this.limiters.set(id, limiter);
     }
     return limiter;
   }
 
-  private insurerFor(cls: string, tier: string, base: Limit): RateLimiterMemory {
+  private blocksFor(keyPrefix: string): InMemoryBlocks {
+    let blocks = this.blocks.get(keyPrefix);
+    if (!blocks) {
+      blocks = new InMemoryBlocks(this.maxTrackedClients, this.now);
+      this.blocks.set(keyPrefix, blocks);
+    }
+    return blocks;
+  }
+
+  private insurerFor(cls: string, tier: string, base: Limit): WindowCounters<ClientKey> {
     const keyPrefix = this.prefix(cls, tier, base.windowSec);
     let insurer = this.insurance.get(keyPrefix);
     if (!insurer) {
-      // Points only bound the counter; the share in force is compared by the caller.
-      insurer = new RateLimiterMemory({ keyPrefix, points: 2 ** 30, duration: base.windowSec });
+      insurer = new WindowCounters<ClientKey>(this.maxTrackedClients, this.now);
       this.insurance.set(keyPrefix, insurer);
     }
     return insurer;
+  }
+
+  /** Clients held in memory now, by structure: each is bounded by maxTrackedClients per prefix. */
+  trackedClients(): { 'in-memory-blocks': number; insurance: number } {
+    let blocked = 0;
+    let insured = 0;
+    for (const b of this.blocks.values()) blocked += b.size;
+    for (const c of this.insurance.values()) insured += c.size;
+    return { 'in-memory-blocks': blocked, insurance: insured };
   }
 
   /** Current consumption of one identity, for the admin endpoint. */

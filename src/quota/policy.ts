@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { GatewayConfig, IdentitySource, Limit, QuotaClass, Tier } from '../config/schema.js';
-import { clientKey } from '../store/keys.js';
 import type { ClientKey } from '../store/keys.js';
+import { identityKeys } from './identity-keys.js';
 
 type QuotaSettings = GatewayConfig['quotas'];
 
@@ -132,7 +132,10 @@ export interface Identity {
 
 const PREFIX: Record<IdentitySource, string> = { ip: 'ip', pubkey: 'pk', apiKey: 'key' };
 
-/** An identity with its key hashed once, for routing and for the quota counter alike. */
+/**
+ * An identity with its key hashed once, for routing and for the quota counter alike; the hash
+ * of an identity seen lately comes from the process's bounded cache (identity-keys.ts).
+ */
 export function makeIdentity(
   source: IdentitySource,
   raw: string,
@@ -140,7 +143,7 @@ export function makeIdentity(
   salt: string,
 ): Identity {
   const value = `${PREFIX[source]}:${raw}`;
-  return { source, value, raw, tier, key: clientKey(value, salt) };
+  return { source, value, raw, tier, key: identityKeys().keyOf(value, salt) };
 }
 
 export interface IdentityCandidates {

@@ -5,6 +5,7 @@ import {
   RateLimiterValkeyGlide,
 } from 'rate-limiter-flexible';
 import type { RateLimiterAbstract, RateLimiterStoreAbstract } from 'rate-limiter-flexible';
+import type { InMemoryBlocks } from './blocks.js';
 import type { RawClient } from './connect.js';
 import { StoreError, describeError } from './errors.js';
 import type { ClientKey } from './keys.js';
@@ -16,10 +17,11 @@ export interface LimiterOptions {
   points: number;
   /** Window length in seconds. */
   duration: number;
-  /** Block a key in this process's memory once it has consumed this many points (>= points). */
-  inMemoryBlockOnConsumed?: number;
-  /** How long an in-memory block lasts, in seconds (default: until the window ends). */
-  inMemoryBlockDuration?: number;
+  /**
+   * Refuse a key from this process's memory, until its window ends, once it has consumed
+   * `onConsumed` points (>= points); `blocks` bounds how many keys are held.
+   */
+  inMemoryBlock?: { onConsumed: number; blocks: InMemoryBlocks };
   /** Used instead of the store when a store call fails. */
   insuranceLimiter?: RateLimiterAbstract;
 }
@@ -35,11 +37,6 @@ export interface Decision {
   fromMemory: boolean;
 }
 
-/** Not in the library's type declarations, but public on every store limiter. */
-interface InMemoryBlockView {
-  getInMemoryBlockMsBeforeExpire(rlKey: string): number;
-}
-
 /**
  * A limiter on the store. consume() resolves with a Decision for both admitted and rejected
  * requests, and throws StoreError only when the store failed: a failure can never be mistaken
@@ -49,17 +46,39 @@ export class QuotaLimiter {
   constructor(
     private readonly inner: RateLimiterStoreAbstract,
     readonly points: number,
+    private readonly inMemoryBlock?: LimiterOptions['inMemoryBlock'],
   ) {}
 
   async consume(key: ClientKey, points = 1): Promise<Decision> {
-    const view = this.inner as unknown as InMemoryBlockView;
-    const fromMemory = view.getInMemoryBlockMsBeforeExpire(this.inner.getKey(key)) > 0;
-    try {
-      return this.decision(true, await this.inner.consume(key, points));
-    } catch (outcome) {
-      if (outcome instanceof RateLimiterRes) return this.decision(false, outcome, fromMemory);
-      throw new StoreError(`quota store failed: ${describeError(outcome)}`, { cause: outcome });
+    // The library's own in-memory block is not used: it holds every blocked key until its
+    // window ends, however many there are. These blocks are bounded (InMemoryBlocks).
+    const block = this.inMemoryBlock;
+    const msBlocked = block ? block.blocks.msBlocked(key, block.onConsumed) : 0;
+    if (msBlocked > 0) {
+      return {
+        allowed: false,
+        limit: this.points,
+        consumed: 0,
+        remaining: 0,
+        msBeforeNext: msBlocked,
+        fromMemory: true,
+      };
     }
+    let allowed = true;
+    let res: RateLimiterRes;
+    try {
+      res = await this.inner.consume(key, points);
+    } catch (outcome) {
+      if (!(outcome instanceof RateLimiterRes)) {
+        throw new StoreError(`quota store failed: ${describeError(outcome)}`, { cause: outcome });
+      }
+      allowed = false;
+      res = outcome;
+    }
+    if (block && res.consumedPoints >= block.onConsumed) {
+      block.blocks.block(key, res.consumedPoints, res.msBeforeNext);
+    }
+    return this.decision(allowed, res);
   }
 
   /** Current consumption without consuming; null when the key has no counter. */
@@ -72,15 +91,14 @@ export class QuotaLimiter {
     }
   }
 
-  private decision(allowed: boolean, res: RateLimiterRes, fromMemory = false): Decision {
+  private decision(allowed: boolean, res: RateLimiterRes): Decision {
     return {
       allowed,
       limit: this.points,
       consumed: res.consumedPoints,
-      // A rejection served from the in-memory block carries no count: nothing remains.
       remaining: allowed ? Math.max(0, this.points - res.consumedPoints) : 0,
       msBeforeNext: res.msBeforeNext,
-      fromMemory,
+      fromMemory: false,
     };
   }
 }
@@ -89,19 +107,15 @@ export function buildLimiter(raw: RawClient, opts: LimiterOptions): QuotaLimiter
   if (!Number.isInteger(opts.points) || opts.points < 0) {
     throw new RangeError(`limiter points must be a non-negative integer, got ${opts.points}`);
   }
+  if (opts.inMemoryBlock && opts.inMemoryBlock.onConsumed < opts.points) {
+    throw new RangeError('inMemoryBlock.onConsumed must be at least the points of the limiter');
+  }
   const common = {
     keyPrefix: opts.keyPrefix,
     points: opts.points,
     duration: opts.duration,
     storeClient: raw.client,
     ...(opts.insuranceLimiter ? { insuranceLimiter: opts.insuranceLimiter } : {}),
-    // Without a duration the library blocks until the window ends (its msBeforeNext).
-    ...(opts.inMemoryBlockOnConsumed === undefined
-      ? {}
-      : { inMemoryBlockOnConsumed: opts.inMemoryBlockOnConsumed }),
-    ...(opts.inMemoryBlockDuration === undefined
-      ? {}
-      : { inMemoryBlockDuration: opts.inMemoryBlockDuration }),
   };
   let inner: RateLimiterStoreAbstract;
   if (raw.kind === 'valkey-glide') {
@@ -111,7 +125,7 @@ export function buildLimiter(raw: RawClient, opts: LimiterOptions): QuotaLimiter
   } else {
     inner = new RateLimiterRedis(common);
   }
-  return new QuotaLimiter(inner, opts.points);
+  return new QuotaLimiter(inner, opts.points, opts.inMemoryBlock);
 }
 
 /** The private parts of RateLimiterValkeyGlide that the reload needs. */

@@ -1,0 +1,47 @@
+import { LRUCache } from 'lru-cache';
+
+interface Window {
+  consumed: number;
+  endsAt: number;
+}
+
+export interface WindowCount {
+  /** Points consumed in the current window, this consume included. */
+  consumed: number;
+  /** Milliseconds until the window ends and the count starts again. */
+  msBeforeNext: number;
+}
+
+/**
+ * Fixed-window counters in memory for at most `max` keys: past that, the least recently used
+ * key is forgotten (its next consume starts a fresh window). A key that keeps consuming stays
+ * recent, so what is forgotten is a key that has gone quiet. No timer per key: an ended window
+ * is replaced when its key comes back, or evicted in its turn.
+ */
+export class WindowCounters<K extends string = string> {
+  private readonly windows: LRUCache<K, Window>;
+
+  constructor(
+    readonly max: number,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.windows = new LRUCache<K, Window>({ max });
+  }
+
+  /** Add `points` to the key's window (one of `windowMs` from now if none is running). */
+  consume(key: K, points: number, windowMs: number): WindowCount {
+    const now = this.now();
+    const window = this.windows.get(key);
+    if (window && window.endsAt > now) {
+      window.consumed += points;
+      return { consumed: window.consumed, msBeforeNext: window.endsAt - now };
+    }
+    this.windows.set(key, { consumed: points, endsAt: now + windowMs });
+    return { consumed: points, msBeforeNext: windowMs };
+  }
+
+  /** Keys held now (ended windows included until they are replaced or evicted). */
+  get size(): number {
+    return this.windows.size;
+  }
+}
