@@ -173,16 +173,17 @@ function answerForwardError(
   }
   if (blame.party === 'client' && blame.reason === 'body-too-large') {
     const limit = ctx.config.limits.maxBodyBytes;
-    // The rest of the body is not wanted: close rather than read it to its end.
-    void sendProblem(
-      reply,
-      {
-        type: 'urn:sluice:problem:body-too-large',
-        title: 'Content Too Large',
-        status: 413,
-        detail: `request bodies are limited to ${limit} bytes`,
-      },
-      { connection: 'close' },
+    afterLingering(reply, () =>
+      sendProblem(
+        reply,
+        {
+          type: 'urn:sluice:problem:body-too-large',
+          title: 'Content Too Large',
+          status: 413,
+          detail: `request bodies are limited to ${limit} bytes`,
+        },
+        { connection: 'close' },
+      ),
     );
     return;
   }
@@ -202,4 +203,40 @@ function answerForwardError(
     status: timeout ? 504 : 502,
     detail: `relay node ${node.id} could not be reached`,
   });
+}
+
+/** What a refused body may still send, and for how long, before its socket is cut. */
+const LINGER_BYTES = 1024 * 1024;
+const LINGER_MS = 1000;
+
+/**
+ * Answer once the rest of a refused request body has been read and dropped (bounded in bytes
+ * and time): closing a socket with unread input sends a reset, which can destroy the answer
+ * before the client reads it.
+ */
+function afterLingering(reply: FastifyReply, answer: () => unknown): void {
+  const raw = reply.request.raw;
+  if (raw.readableEnded || raw.destroyed) {
+    answer();
+    return;
+  }
+  let drained = 0;
+  let done = false;
+  const finish = () => {
+    if (done) return;
+    done = true;
+    clearTimeout(timer);
+    raw.off('data', onData);
+    answer();
+  };
+  const onData = (chunk: Buffer) => {
+    drained += chunk.length;
+    if (drained > LINGER_BYTES) finish();
+  };
+  const timer = setTimeout(finish, LINGER_MS);
+  timer.unref();
+  raw.on('data', onData);
+  raw.once('end', finish);
+  raw.once('close', finish);
+  raw.resume();
 }
