@@ -160,7 +160,10 @@ function answerForwardError(
   node: UpstreamState,
   error: Error,
 ): void {
-  const blame = blameOf(error);
+  // When the body fails, the upstream library may report only that it aborted: the body's
+  // own error says why (over the limit is not the same as gone).
+  const bodyError = (reply.request.body as Readable | undefined)?.errored;
+  const blame = blameOf(bodyError ?? error);
   if (blame.party === 'relay') {
     ctx.metrics.upstreamErrors.inc({ node: node.id });
     ctx.pool.reportFailure(node.id, error.message);
