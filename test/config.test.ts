@@ -85,11 +85,31 @@ describe('gateway configuration', { timeout: 30_000 }, () => {
     );
   });
 
-  it('refuses pubkey identities without signature verification', () => {
-    const f = file('pk.yaml', minimal + 'nostr:\n  verifySignatures: false\n');
+  it('refuses pubkey identities without signature verification, in either spelling', () => {
+    for (const nostr of ['verify: never', 'verifySignatures: false']) {
+      const f = file('pk.yaml', minimal + `nostr:\n  ${nostr}\n`);
+      assert.throws(
+        () => loadGatewayConfig({ file: f, env: {} }),
+        /identity\.order: the pubkey identity needs signatures verified/,
+        nostr,
+      );
+    }
+  });
+
+  it('verifies only where needed by default; the older boolean still means always/never', () => {
+    const load = (extra: string) =>
+      loadGatewayConfig({ file: file('v.yaml', minimal + extra), env: {} }).nostr.verify;
+    assert.equal(load(''), 'auto');
+    assert.equal(load('nostr:\n  verify: always\n'), 'always');
+    assert.equal(load('nostr:\n  verifySignatures: true\n'), 'always');
+    assert.equal(
+      load('identity:\n  order: [apiKey, ip]\nnostr:\n  verifySignatures: false\n'),
+      'never',
+    );
+    assert.throws(() => load('nostr:\n  verify: sometimes\n'), /nostr\.verify/);
     assert.throws(
-      () => loadGatewayConfig({ file: f, env: {} }),
-      /identity\.order: the pubkey identity needs/,
+      () => load('nostr:\n  verify: auto\n  verifySignatures: true\n'),
+      /nostr\.verifySignatures: contradicts verify: auto/,
     );
   });
 

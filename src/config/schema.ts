@@ -60,6 +60,32 @@ export type Upstream = z.infer<typeof Upstream>;
 export const IDENTITY_SOURCES = ['apiKey', 'pubkey', 'ip'] as const;
 export type IdentitySource = (typeof IDENTITY_SOURCES)[number];
 
+/**
+ * `nostr.verifySignatures` (boolean) is the older spelling of `nostr.verify`: true meant every
+ * EVENT (`always`), false none (`never`). Both at once must agree.
+ */
+function deprecatedVerifySignatures(value: unknown, ctx: z.core.$RefinementCtx): unknown {
+  if (typeof value !== 'object' || value === null || !('verifySignatures' in value)) return value;
+  const { verifySignatures, ...rest } = value as Record<string, unknown>;
+  if (typeof verifySignatures !== 'boolean') {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['verifySignatures'],
+      message: 'expected true or false (deprecated: use verify: auto | always | never)',
+    });
+    return rest;
+  }
+  const mapped = verifySignatures ? 'always' : 'never';
+  if ('verify' in rest && rest.verify !== mapped) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['verifySignatures'],
+      message: `contradicts verify: ${String(rest.verify)} (verifySignatures is the deprecated spelling; keep only verify)`,
+    });
+  }
+  return { verify: mapped, ...rest };
+}
+
 export const GatewayConfigSchema = z
   .object({
     listen: z
@@ -207,12 +233,19 @@ export const GatewayConfigSchema = z
       })
       .prefault({}),
     nostr: z
-      .object({
-        /** Verify EVENT signatures; required for the pubkey identity. */
-        verifySignatures: z.boolean().default(true),
-        /** EVENTs failing verification on one connection before it is closed (1008). */
-        maxInvalidEvents: positiveInt.default(10),
-      })
+      .preprocess(
+        deprecatedVerifySignatures,
+        z.object({
+          /**
+           * When EVENT signatures are checked: `auto`, only where something needs the author
+           * (the pubkey identity); `always`, every EVENT (the relay then never sees a forgery);
+           * `never` (refused with the pubkey identity).
+           */
+          verify: z.enum(['auto', 'always', 'never']).default('auto'),
+          /** EVENTs failing verification on one connection before it is closed (1008). */
+          maxInvalidEvents: positiveInt.default(10),
+        }),
+      )
       .prefault({}),
     logging: z
       .object({
@@ -259,12 +292,12 @@ export const GatewayConfigSchema = z
         path: ['upstreams'],
         message: `node id "${dup}" appears twice`,
       });
-    if (cfg.identity.order.includes('pubkey') && !cfg.nostr.verifySignatures) {
+    if (cfg.identity.order.includes('pubkey') && cfg.nostr.verify === 'never') {
       ctx.addIssue({
         code: 'custom',
         path: ['identity', 'order'],
         message:
-          "the pubkey identity needs nostr.verifySignatures (else a client could drain another's quota)",
+          "the pubkey identity needs signatures verified (nostr.verify auto or always; else a client could drain another's quota)",
       });
     }
   });
