@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
-import { isDeepStrictEqual } from 'node:util';
+import { inspect, isDeepStrictEqual } from 'node:util';
 import fc from 'fast-check';
 import { finalizeEvent, generateSecretKey, getPublicKey, verifyEvent } from 'nostr-tools/pure';
 import type { Event } from 'nostr-tools/pure';
@@ -134,7 +134,7 @@ describe('event verification', { timeout: 120_000 }, () => {
           verdict = verifySignature(event);
         });
         if (!isDeepStrictEqual(value, VALID[field as keyof Event])) {
-          assert.equal(verdict, false, `${field}: ${String(value)}`);
+          assert.equal(verdict, false, `${field}: ${inspect(value)}`);
         }
         // An oversized signature must not have overwritten the verifier's state.
         assert.equal(verifySignature(VALID), true);
