@@ -35,6 +35,16 @@ process.once('exit', () => {
 });
 
 /**
+ * SLUICE_BENCH_CPU_PROF=DIR: every process of ours a benchmark starts writes a V8 CPU profile
+ * there when it stops, named with its pid, which the run's result file gives for each role
+ * (`--cpu-prof` is not allowed in NODE_OPTIONS).
+ */
+function profileArgs(): string[] {
+  const dir = process.env.SLUICE_BENCH_CPU_PROF;
+  return dir ? ['--cpu-prof', `--cpu-prof-dir=${dir}`] : [];
+}
+
+/**
  * Run `sluice <args>` in the background and wait for its ready line
  * (`sluice <what> ready: <url> ...`). Rejects, with everything the process printed, if it
  * exits or stays silent past the timeout (and then kills it).
@@ -43,7 +53,7 @@ export async function spawnSluice(
   args: string[],
   opts: { env?: NodeJS.ProcessEnv; readyTimeoutMs?: number } = {},
 ): Promise<SluiceProcess> {
-  const child = spawn(process.execPath, [CLI, ...args], {
+  const child = spawn(process.execPath, [...profileArgs(), CLI, ...args], {
     env: opts.env ?? process.env,
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -14,6 +14,7 @@ export interface ClientAddressOptions {
 export class ClientAddress {
   private readonly trust: (addr: string, i: number) => boolean;
   private readonly ipv6PrefixLength: number;
+  private readonly chains = new WeakMap<IncomingMessage, string[]>();
 
   constructor(trustedProxies: readonly string[], options: ClientAddressOptions = {}) {
     try {
@@ -30,13 +31,26 @@ export class ClientAddress {
    * subscriber usually holds a whole /64 and could otherwise be a new client per address.
    */
   ip(req: IncomingMessage): string {
-    return clientNetwork(proxyAddr(req, this.trust), this.ipv6PrefixLength);
+    const chain = this.chain(req);
+    return clientNetwork(chain[chain.length - 1]!, this.ipv6PrefixLength);
   }
 
   /** The X-Forwarded-For to send upstream: the trusted chain as seen, ending with the peer. */
   forwardedFor(req: IncomingMessage): string {
-    // proxyAddr.all lists the peer first, then each address a trusted hop reported.
-    return proxyAddr.all(req, this.trust).map(normalise).reverse().join(', ');
+    return this.chain(req).map(normalise).reverse().join(', ');
+  }
+
+  /**
+   * The peer first, then each address a trusted hop reported (proxyAddr.all), worked out once
+   * per request: both the quota identity and the relay's X-Forwarded-For need it.
+   */
+  private chain(req: IncomingMessage): string[] {
+    let chain = this.chains.get(req);
+    if (!chain) {
+      chain = proxyAddr.all(req, this.trust);
+      this.chains.set(req, chain);
+    }
+    return chain;
   }
 
   /** Whether the direct peer is a trusted proxy (whose forwarding headers are believed). */

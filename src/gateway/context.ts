@@ -30,5 +30,5 @@ export function recordDecision(
   cls: string,
   node: string,
 ): void {
-  ctx.metrics.decisions.inc({ outcome: decision.outcome, class: cls, node });
+  ctx.metrics.countDecision(decision.outcome, cls, node);
 }

@@ -44,18 +44,44 @@ const CONNECTION_CLAIMS = [
 ];
 
 /** Header names listed in a Connection header: hop-by-hop too (RFC 9110 section 7.6.1). */
-function connectionListed(headers: IncomingHttpHeaders): string[] {
+function connectionListed(headers: IncomingHttpHeaders): readonly string[] {
   const value = headers.connection;
-  const list = Array.isArray(value) ? value.join(',') : (value ?? '');
+  if (value === undefined) return NONE;
+  const list = Array.isArray(value) ? value.join(',') : value;
   return list
     .split(',')
     .map((name) => name.trim().toLowerCase())
     .filter(Boolean);
 }
 
-function without(headers: IncomingHttpHeaders, names: Iterable<string>): IncomingHttpHeaders {
-  const kept = { ...headers };
-  for (const name of names) delete kept[name];
+const NONE: readonly string[] = [];
+const DROPPED_FROM_RESPONSES = new Set(HOP_BY_HOP);
+/** Per identity settings (a reload makes new ones): what requests never take to the relay. */
+const droppedFromRequests = new WeakMap<object, Set<string>>();
+
+function requestDrops(identity: GatewayContext['config']['identity']): Set<string> {
+  let dropped = droppedFromRequests.get(identity);
+  if (!dropped) {
+    const credentials = [identity.apiKeyHeader, 'authorization'].filter(
+      (h) => !identity.forwardCredentials.includes(h),
+    );
+    dropped = new Set([...HOP_BY_HOP, ...CONNECTION_CLAIMS, ...credentials]);
+    droppedFromRequests.set(identity, dropped);
+  }
+  return dropped;
+}
+
+/** A copy without the named headers (built, not deleted from: that keeps objects fast). */
+function without(
+  headers: IncomingHttpHeaders,
+  dropped: ReadonlySet<string>,
+  listed: readonly string[],
+): IncomingHttpHeaders {
+  const kept: IncomingHttpHeaders = {};
+  for (const name in headers) {
+    if (dropped.has(name) || (listed.length > 0 && listed.includes(name))) continue;
+    kept[name] = headers[name];
+  }
   return kept;
 }
 
@@ -75,20 +101,10 @@ export function relayRequestHeaders(
   req: IncomingMessage,
   headers: IncomingHttpHeaders,
 ): IncomingHttpHeaders {
-  const { apiKeyHeader, forwardCredentials } = ctx.config.identity;
-  const credentials = [apiKeyHeader, 'authorization'].filter(
-    (h) => !forwardCredentials.includes(h),
-  );
-  return {
-    ...without(headers, [
-      ...HOP_BY_HOP,
-      ...connectionListed(req.headers),
-      ...CONNECTION_CLAIMS,
-      ...credentials,
-    ]),
-    'x-forwarded-for': ctx.address.forwardedFor(req),
-    'x-forwarded-proto': forwardedProto(ctx, req),
-  };
+  const kept = without(headers, requestDrops(ctx.config.identity), connectionListed(req.headers));
+  kept['x-forwarded-for'] = ctx.address.forwardedFor(req);
+  kept['x-forwarded-proto'] = forwardedProto(ctx, req);
+  return kept;
 }
 
 /** The relay's answer as the client gets it: its own hop-by-hop headers dropped, ours added. */
@@ -96,7 +112,9 @@ export function clientResponseHeaders(
   headers: IncomingHttpHeaders,
   limitHeaders: Record<string, string>,
 ): IncomingHttpHeaders {
-  return { ...without(headers, [...HOP_BY_HOP, ...connectionListed(headers)]), ...limitHeaders };
+  const kept = without(headers, DROPPED_FROM_RESPONSES, connectionListed(headers));
+  for (const name in limitHeaders) kept[name] = limitHeaders[name];
+  return kept;
 }
 
 function sendProblem(reply: FastifyReply, problem: Problem, headers: Record<string, string> = {}) {

@@ -11,6 +11,8 @@ export class GatewayMetrics {
     labelNames: ['outcome', 'class', 'node'] as const,
     registers: [this.registry],
   });
+  /** Labelled children of `decisions`, so a decision costs no label hashing (hot path). */
+  private readonly decisionCounters = new Map<string, Counter.Internal>();
   readonly valkeyCall = new Histogram({
     name: 'sluice_valkey_call_seconds',
     help: 'Duration of quota calls that reached Valkey',
@@ -107,5 +109,15 @@ export class GatewayMetrics {
         for (const node of pool.list()) this.set({ node: node.id }, node.healthy ? 1 : 0);
       },
     });
+  }
+
+  countDecision(outcome: string, cls: string, node: string): void {
+    const id = `${outcome}\0${cls}\0${node}`;
+    let counter = this.decisionCounters.get(id);
+    if (!counter) {
+      counter = this.decisions.labels({ outcome, class: cls, node });
+      this.decisionCounters.set(id, counter);
+    }
+    counter.inc();
   }
 }

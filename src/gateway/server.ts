@@ -55,11 +55,10 @@ export async function startGateway(
   const board = new MultiplierBoard(config.upstreams.map((u) => u.id));
   const pool = new UpstreamPool(config.upstreams, config.routing, config.healthCheck, log);
   const metrics = new GatewayMetrics(board, pool);
+  const callOk = metrics.valkeyCall.labels({ client: store.client, result: 'ok' });
+  const callFailed = metrics.valkeyCall.labels({ client: store.client, result: 'error' });
   const decider = new QuotaDecider(store, policy, board, config.quotas, {
-    observer: {
-      storeCall: (seconds, ok) =>
-        metrics.valkeyCall.observe({ client: store.client, result: ok ? 'ok' : 'error' }, seconds),
-    },
+    observer: { storeCall: (seconds, ok) => (ok ? callOk : callFailed).observe(seconds) },
     maxTrackedClients: config.limits.maxTrackedClients,
   });
   const ctx: GatewayContext = {

