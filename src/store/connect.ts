@@ -1,4 +1,5 @@
 import { GlideClient, GlideClusterClient, Logger as GlideLogger } from '@valkey/valkey-glide';
+import { coalesceGlideWrites } from './glide-writes.js';
 import { Redis as IoRedis, Cluster as IoRedisCluster } from 'ioredis';
 import { Redis as IoValkey, Cluster as IoValkeyCluster } from 'iovalkey';
 import { StoreConnectError, describeError } from './errors.js';
@@ -107,6 +108,7 @@ async function connectGlide(opts: StoreOptions, listener?: ChannelListener): Pro
   const client = await withDeadline(pending, opts.timeouts.connectMs, target(opts), (late) =>
     late.close(),
   );
+  const coalesced = coalesceGlideWrites(client);
   return {
     raw: { kind: 'valkey-glide', client },
     settings: {
@@ -115,7 +117,7 @@ async function connectGlide(opts: StoreOptions, listener?: ChannelListener): Pro
       requestTimeoutMs: config.requestTimeout,
       connectionTimeoutMs: opts.timeouts.connectMs,
       inflightRequestsLimit: config.inflightRequestsLimit,
-      autoPipelining: 'n/a (multiplexed)',
+      autoPipelining: coalesced ? 'writes coalesced per event-loop turn' : 'n/a (multiplexed)',
       protocol: 'RESP3',
       readFrom: 'primary',
     },
