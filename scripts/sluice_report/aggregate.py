@@ -181,8 +181,8 @@ def _check_settings(cfg: Config) -> None:
 
 
 def sort_key(cfg: Config) -> tuple[Any, ...]:
-    return (names.mode_rank(cfg.mode), names.workload_rank(cfg.workload), cfg.relay_impl,
-            cfg.connections, cfg.duration_s, names.impl_rank(cfg.implementation))
+    return (names.mode_rank(cfg.mode), names.workload_rank(cfg.workload),
+            cfg.relay_impl != REFERENCE_RELAY, cfg.relay_impl, cfg.connections, cfg.duration_s, names.impl_rank(cfg.implementation))
 
 
 def group(runs: list[Run]) -> list[Config]:

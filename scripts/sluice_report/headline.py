@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from .aggregate import Config
-from .load import Run
+from .load import REFERENCE_RELAY, Run
 from .names import CEILING, CLIENTS, PEER, RELAY_ALONE, impl_rank, mode_rank
 from .stats import mean
 
@@ -150,8 +150,8 @@ def _cost(cfg: Config, role: str) -> Optional[CpuCost]:
 
 
 def _order(c: Config) -> tuple:
-    return (c.relay_impl, c.connections, mode_rank(c.mode), impl_rank(c.implementation),
-            c.duration_s)
+    return (c.relay_impl != REFERENCE_RELAY, c.relay_impl, c.connections, mode_rank(c.mode),
+            impl_rank(c.implementation), c.duration_s)
 
 
 def build(configs: list[Config]) -> Headline:

@@ -217,10 +217,15 @@ export function registerRelayInstall(bench: Command): void {
         'prints the binary',
     )
     .option('--print-command', 'only print the commands that build it')
-    .action(async (flags: { printCommand?: boolean }) => {
+    .option('--print-path', 'only print where the binary is (or will be)')
+    .action(async (flags: { printCommand?: boolean; printPath?: boolean }) => {
       const m = await import('../bench/run/third-party-relay.js');
       if (flags.printCommand) {
         console.log(m.installCommand(m.findCargo() ?? 'cargo'));
+        return;
+      }
+      if (flags.printPath) {
+        console.log(m.nostrRsRelayBinary());
         return;
       }
       console.log(await m.ensureNostrRsRelay((line) => console.error(line)));
