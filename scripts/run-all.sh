@@ -24,11 +24,17 @@ usage: ./scripts/run-all.sh [options]        (no options on a terminal: a menu)
   --warmup S              unrecorded seconds before each run (default 3)
   --keys N                client identities in the load (default 10000)
   --distribution D        uniform | zipf (default uniform)
-  --no-baselines          skip quotas-off and the @fastify/rate-limit peer
+  --no-baselines          skip quotas-off and the @fastify/rate-limit peer (Nostr keeps
+                          relay-alone: it is what "through the gateway / relay alone" divides by)
+  --relay-impl R          reference | nostr-rs-relay (default reference). nostr-rs-relay is
+                          built from crates.io on first use (cargo and protoc; cached under
+                          \${XDG_CACHE_HOME:-~/.cache}/sluice/relays) and speaks Nostr only:
+                          it needs --workload nostr
   --valkey-standalone H:P use a running standalone Valkey instead of starting one
   --valkey-cluster H:P    use a running cluster (any node) instead of starting one
-  --relay URL             use a running relay for light/flood/nostr (heavy: --heavy-relay URL,
-                          which must run with --work-iterations 500)
+  --relay URL             use a running relay for light/flood (heavy: --heavy-relay URL,
+                          which must run with --work-iterations 500); Nostr runs start a fresh
+                          relay each, unless this is given
   --seed N                seed of the run order, event pool and key draw (default 1)
   --help                  this text
 
@@ -52,6 +58,7 @@ valkey_standalone=""
 valkey_cluster=""
 relay_url=""
 heavy_relay_url=""
+relay_impl="reference"
 adaptive_duration=180
 
 need() { [ "$#" -ge 2 ] && [ -n "$2" ] || die "$1 needs a value (see --help)"; }
@@ -104,6 +111,7 @@ while [ "$#" -gt 0 ]; do
     --valkey-cluster) need "$@"; valkey_cluster="$2"; shift ;;
     --relay) need "$@"; relay_url="$2"; shift ;;
     --heavy-relay) need "$@"; heavy_relay_url="$2"; shift ;;
+    --relay-impl) need "$@"; relay_impl="$2"; shift ;;
     --seed) need "$@"; seed="$2"; shift ;;
     -h | --help) usage; exit 0 ;;
     *) usage >&2; die "unknown option: $1" ;;
@@ -160,6 +168,16 @@ for w in ${workload//,/ }; do
   esac
 done
 
+case "$relay_impl" in
+  reference) ;;
+  nostr-rs-relay)
+    for w in "${workloads[@]}"; do
+      [ "$w" = nostr ] || die "--relay-impl nostr-rs-relay only speaks Nostr (WebSocket): the $w workload needs the reference relay; use --workload nostr"
+    done
+    [ -z "$relay_url" ] || die "--relay names a running reference relay; nostr-rs-relay is started per run" ;;
+  *) die "--relay-impl: unknown relay '$relay_impl' (reference, nostr-rs-relay)" ;;
+esac
+
 duration_for() { # connections mode
   case "$duration_mode" in
     dynamic)
@@ -194,6 +212,9 @@ for w in "${workloads[@]}"; do
       [[ "$t" == *:cluster ]] && m=cluster
       configs+=("$t $w $c $(duration_for "$c" "$m")")
     done
+    # The relay by itself, once per connection count (it has no Valkey, so no topology):
+    # the denominator of "EVENT/s through the gateway / relay alone".
+    [ "$w" = nostr ] && configs+=("relay-alone $w $c $(duration_for "$c" standalone)")
     [ "$baselines" = 1 ] || continue
     for m in "${modes[@]}"; do
       suffix=""
@@ -224,6 +245,7 @@ if [ "$quick" = 1 ]; then
 fi
 
 # --- set up, then start what is not given -----------------------------------------------
+user_relay_url="$relay_url"
 setup
 export SLUICE_RUN_DIR="$ROOT/.run/bench"
 export SLUICE_SKIP_SETUP=1
@@ -258,7 +280,10 @@ if [[ " ${modes[*]} " == *" cluster "* ]] && [ -z "$valkey_cluster" ]; then
   valkey_cluster="127.0.0.1:$CLUSTER_BASE"
 fi
 needs() { [[ " ${workloads[*]} " == *" $1 "* ]]; }
-if [ -z "$relay_url" ] && { needs light || needs flood || needs nostr; }; then
+if [ "$relay_impl" = nostr-rs-relay ]; then
+  ensure_nostr_rs_relay
+fi
+if [ -z "$relay_url" ] && { needs light || needs flood; }; then
   start_relay relay-a 0 "$SLUICE_RUN_DIR/relay-light"
   relay_url="$RELAY_STARTED_URL"
   say "reference relay (light writes) at $relay_url"
@@ -290,7 +315,9 @@ fi
   echo "## Settings"
   echo "- configurations: ${#configs[@]}; runs each: $runs (interleaved in a shuffled order per round)"
   echo "- duration mode: $duration_mode; concurrency: $concurrency; warm-up: ${warmup}s"
-  echo "- client identities: $keys, $distribution; write quota 100 per 1 s per identity"
+  echo "- client identities: $keys, $distribution; write quota 100 per 1 s per identity (nostr: 1000000, never reached)"
+  echo "- relay: $relay_impl$([ "$relay_impl" = nostr-rs-relay ] && echo " $("${SLUICE[@]}" bench relay-install --print-path)")"
+  echo "- nostr: every EVENT new (signed before each run by 1000 keys, never re-sent); a fresh relay per run; relay-alone measures the relay by itself"
   echo "- flood: 90% of identities far over their limit (1 write per hour, spent before the warm-up)"
   echo "- Valkey: standalone ${valkey_standalone:-none}, cluster ${valkey_cluster:-none}"
   echo "- every Valkey client: command timeout 1000 ms, connect timeout 5000 ms, in-flight limit 1000"
@@ -325,13 +352,19 @@ for run in $(seq 1 "$runs"); do
     say "$(bar "$k" "$total")  run $run/$runs  $target $wl ${conn}c ${dur}s"
     valkey="$valkey_standalone"
     [[ "$target" == *:cluster ]] && valkey="$valkey_cluster"
+    # relay-alone uses no Valkey (its file records the version of whichever is running).
+    [ "$target" = relay-alone ] && valkey="${valkey_standalone:-$valkey_cluster}"
     relay="$relay_url"
     [ "$wl" = heavy ] && relay="$heavy_relay_url"
     [[ "$wl" == adaptive-* ]] && relay=""
+    # Nostr: a fresh relay per run (same state for relay-alone and every gateway), unless the
+    # user named one with --relay.
+    [ "$wl" = nostr ] && [ -z "$user_relay_url" ] && relay=""
     set +e
     DURATION="$dur" CONNECTIONS="$conn" REQUEST_TYPE="$wl" RATE_LIMITER_TYPE="$target" \
       WARMUP="$warmup" RUN="$run" RUNS="$runs_of" KEYS="$keys" DISTRIBUTION="$distribution" \
       SEED="$seed" VALKEY_STANDALONE="$valkey" VALKEY_CLUSTER="$valkey" RELAY_URL="$relay" \
+      RELAY_IMPL="$relay_impl" \
       RESULTS_DIR="$RESULTS_DIR" "$ROOT/scripts/run-benchmark.sh"
     rc=$?
     set -e

@@ -14,7 +14,10 @@ usage: [VAR=value ...] ./scripts/run-benchmark.sh
   REQUEST_TYPE       light | heavy | flood | nostr | adaptive-none | adaptive-pid | adaptive-lead
                      (default light)
   RATE_LIMITER_TYPE  valkey-glide | iovalkey | ioredis | quotas-off | fastify-rate-limit,
-                     optionally with :cluster (default valkey-glide)
+                     optionally with :cluster (default valkey-glide); or relay-alone (nostr:
+                     the load straight to the relay, no gateway)
+  RELAY_IMPL         reference | nostr-rs-relay (nostr only; built from crates.io on first use
+                     and cached, see README) (default reference)
   OUTPUT_FILE        result file (default results/<timestamp>/<standard name>.json)
 
   WARMUP             seconds of unrecorded load first (default 3)
@@ -22,14 +25,17 @@ usage: [VAR=value ...] ./scripts/run-benchmark.sh
   KEYS               client identities in the load (default 10000)
   DISTRIBUTION       uniform | zipf (default uniform); ZIPF_EXPONENT (default 1.1)
   FLOOD_SHARE        flood: share of identities far over their limit (default 0.9)
-  QUOTA_POINTS, QUOTA_WINDOW_SEC   write quota per identity (default 100 per 1 s)
+  QUOTA_POINTS, QUOTA_WINDOW_SEC   write quota per identity (default 100 per 1 s;
+                     nostr: 1000000, so that nothing is refused in a throughput run)
+  FRESH_EVENTS_PER_SEC  nostr: upper rate the new events are signed for (default 8000)
+  AUTHORS            nostr: distinct keys signing the events (default 1000)
   IN_MEMORY_BLOCK    1 or 0 (default 1)
   WORK_ITERATIONS    relay CPU work per write (default 500 for heavy, else 0)
   SEED               seed of the event pool and the key draw (default 1)
   VALKEY_STANDALONE  host:port of a running standalone Valkey (else one is started)
   VALKEY_CLUSTER     host:port of any node of a running cluster (else one is started)
   RELAY_URL          a running reference relay with the workload's WORK_ITERATIONS
-                     (else one is started for this run)
+                     (else one is started for this run; not with RELAY_IMPL=nostr-rs-relay)
   RESULTS_DIR        where the result goes when OUTPUT_FILE is not set
   SLUICE_SKIP_SETUP  1: do not install or build (run-all.sh has done it)
 USAGE
@@ -45,7 +51,19 @@ CONNECTIONS="${CONNECTIONS:-10}"
 REQUEST_TYPE="${REQUEST_TYPE:-light}"
 RATE_LIMITER_TYPE="${RATE_LIMITER_TYPE:-valkey-glide}"
 
-[ "${SLUICE_SKIP_SETUP:-0}" = 1 ] || setup
+RELAY_IMPL="${RELAY_IMPL:-reference}"
+case "$RELAY_IMPL" in
+  reference) ;;
+  nostr-rs-relay)
+    [ "$REQUEST_TYPE" = nostr ] \
+      || die "nostr-rs-relay only speaks Nostr: REQUEST_TYPE=$REQUEST_TYPE needs RELAY_IMPL=reference" ;;
+  *) die "RELAY_IMPL: unknown relay '$RELAY_IMPL' (reference, nostr-rs-relay)" ;;
+esac
+
+if [ "${SLUICE_SKIP_SETUP:-0}" != 1 ]; then
+  setup
+  [ "$RELAY_IMPL" = reference ] || ensure_nostr_rs_relay
+fi
 export SLUICE_RUN_DIR="${SLUICE_RUN_DIR:-$ROOT/.run/run-benchmark}"
 
 cleanup() {
@@ -81,8 +99,12 @@ args=(bench run --implementation "$RATE_LIMITER_TYPE" --workload "$REQUEST_TYPE"
   --connections "$CONNECTIONS" --duration "$DURATION" --warmup "${WARMUP:-3}"
   --run "${RUN:-1}" --runs "${RUNS:-1}" --keys "${KEYS:-10000}"
   --distribution "${DISTRIBUTION:-uniform}" --zipf-exponent "${ZIPF_EXPONENT:-1.1}"
-  --flood-share "${FLOOD_SHARE:-0.9}" --quota-points "${QUOTA_POINTS:-100}"
-  --quota-window-sec "${QUOTA_WINDOW_SEC:-1}" --seed "${SEED:-1}" --valkey "$valkey")
+  --flood-share "${FLOOD_SHARE:-0.9}" --quota-window-sec "${QUOTA_WINDOW_SEC:-1}"
+  --seed "${SEED:-1}" --valkey "$valkey" --relay-impl "$RELAY_IMPL")
+# Unset: the workload's default (100; nostr: 1000000).
+[ -z "${QUOTA_POINTS:-}" ] || args+=(--quota-points "$QUOTA_POINTS")
+[ -z "${FRESH_EVENTS_PER_SEC:-}" ] || args+=(--fresh-events-per-sec "$FRESH_EVENTS_PER_SEC")
+[ -z "${AUTHORS:-}" ] || args+=(--authors "$AUTHORS")
 [ "${IN_MEMORY_BLOCK:-1}" = 1 ] || args+=(--no-in-memory-block)
 [ -z "${WORK_ITERATIONS:-}" ] || args+=(--work-iterations "$WORK_ITERATIONS")
 [ -z "${RELAY_URL:-}" ] || args+=(--relay "$RELAY_URL")

@@ -149,6 +149,48 @@ describe('run-benchmark.sh', { timeout: 300_000 }, () => {
     });
     assert.equal(peerFlood.status, 1);
     assert.match(peerFlood.output, /peer baseline runs the light and heavy workloads only/);
+    // nostr-rs-relay speaks Nostr only; the relay alone is a Nostr baseline only.
+    const nrrLight = await runBenchmark({
+      RELAY_IMPL: 'nostr-rs-relay',
+      REQUEST_TYPE: 'light',
+      DURATION: '2',
+      OUTPUT_FILE: file,
+    });
+    assert.equal(nrrLight.status, 1);
+    assert.match(nrrLight.output, /nostr-rs-relay only speaks Nostr/);
+    const aloneLight = await runBenchmark({
+      RATE_LIMITER_TYPE: 'relay-alone',
+      REQUEST_TYPE: 'light',
+      DURATION: '2',
+      OUTPUT_FILE: file,
+    });
+    assert.equal(aloneLight.status, 1);
+    assert.match(aloneLight.output, /relay-alone measures the Nostr relay by itself/);
+    assert.equal(existsSync(file), false);
+  });
+
+  it('measures Nostr through iovalkey with new events, nothing refused', async () => {
+    const file = path.join(dir, 'nostr.json');
+    const { status, output } = await runBenchmark({
+      DURATION: '2',
+      WARMUP: '1',
+      CONNECTIONS: '8',
+      REQUEST_TYPE: 'nostr',
+      RATE_LIMITER_TYPE: 'iovalkey',
+      FRESH_EVENTS_PER_SEC: '4000',
+      OUTPUT_FILE: file,
+    });
+    assert.equal(status, 0, output);
+    const r = read(file);
+    assert.equal(r.status, 'ok', r.failureReasons.join('; '));
+    assert.equal(r.counts!.limited429, 0);
+    assert.equal(r.config.quota.points, 1_000_000);
+    assert.equal(r.events!.duplicates, 0);
+    assert.ok(r.events!.sent >= r.counts!.requests);
+    // The sender's quota and the author's: 2 script calls per new event (plus the seen-ids
+    // SET NX, which is no script).
+    assert.ok(Math.abs(r.valkey!.scriptCallsPerRequest! - 2) < 0.05, JSON.stringify(r.valkey));
+    assert.ok((r.valkey!.commands.set ?? 0) >= r.counts!.requests, JSON.stringify(r.valkey));
   });
 
   it('marks a run failed, with the reason, when the relay it is given is gone', async () => {

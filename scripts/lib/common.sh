@@ -55,6 +55,29 @@ ensure_chromium() {
   [ -x "$CHROMIUM" ] || die "Chromium installed but $CHROMIUM is missing; set CHROMIUM"
 }
 
+# nostr-rs-relay (pinned) for --relay-impl nostr-rs-relay: built once from crates.io into
+# ${XDG_CACHE_HOME:-~/.cache}/sluice/relays (several minutes). Needs cargo (rustup) and protoc
+# (Debian's protobuf-compiler, installed when missing; or set PROTOC). Call after build.
+ensure_nostr_rs_relay() {
+  local bin
+  bin="$("${SLUICE[@]}" bench relay-install --print-path)"
+  [ -x "$bin" ] && return 0
+  command -v cargo >/dev/null || [ -x "${CARGO_HOME:-$HOME/.cargo}/bin/cargo" ] \
+    || die "nostr-rs-relay is built from crates.io with cargo: install Rust (https://rustup.rs), then run again. The commands: $("${SLUICE[@]}" bench relay-install --print-command)"
+  if ! command -v protoc >/dev/null && [ ! -x "${PROTOC:-}" ]; then
+    command -v apt-get >/dev/null || die "building nostr-rs-relay needs protoc: install protobuf-compiler or set PROTOC"
+    local sudo=()
+    [ "$(id -u)" -eq 0 ] || sudo=(sudo -n)
+    say "installing protoc (Debian's protobuf-compiler) to build nostr-rs-relay"
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq protobuf-compiler >/dev/null \
+      || { "${sudo[@]}" apt-get update -qq >/dev/null \
+        && DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq protobuf-compiler >/dev/null; } \
+      || die "could not install protobuf-compiler; install it or set PROTOC=/path/to/protoc"
+  fi
+  say "building nostr-rs-relay from crates.io (once, several minutes) into $(dirname "$(dirname "$bin")")"
+  "${SLUICE[@]}" bench relay-install >/dev/null
+}
+
 build() {
   say "building (tsc)"
   npm run --silent build

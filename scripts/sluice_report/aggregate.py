@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from . import names
-from .load import LATENCY_FIELDS, Run
+from .load import LATENCY_FIELDS, REFERENCE_RELAY, Run
 from .stats import EMPTY, Spread, median, spread
 
-Key = tuple[str, str, str, int, float]
+Key = tuple[str, str, str, int, float, str]
 ADAPTIVE_FIELDS = (
     "peakUOverTarget", "secondsAboveTarget", "emergencyEntries", "acceptedShareOfSustainable",
     "mPeakToPeak", "uPeakToPeak", "propagationP50Ms", "propagationP99Ms",
@@ -43,12 +43,22 @@ class Config:
     ratio_vs_quotas_off: Optional[float] = None
     ratio_vs_best_client: Optional[float] = None
     ratio_vs_peer: Optional[float] = None
+    # Filled by headline.build: per-round ratios ("relay_alone", "peer", "quotas_off").
+    paired: dict[str, Any] = field(default_factory=dict)
 
     implementation = property(lambda self: self.key[0])
     mode = property(lambda self: self.key[1])
     workload = property(lambda self: self.key[2])
     connections = property(lambda self: self.key[3])
     duration_s = property(lambda self: self.key[4])
+    relay_impl = property(lambda self: self.key[5])
+
+    @property
+    def workload_label(self) -> str:
+        """The workload, with the relay when it is not the reference one."""
+        if self.relay_impl == REFERENCE_RELAY:
+            return self.workload
+        return f"{self.workload} ({self.relay_impl})"
 
     @property
     def status(self) -> str:
@@ -107,7 +117,7 @@ class Config:
 
     @property
     def label(self) -> str:
-        return (f"{self.implementation} {self.mode} {self.workload} {self.connections}c "
+        return (f"{self.implementation} {self.mode} {self.workload_label} {self.connections}c "
                 f"{self.duration_s:g}s")
 
     def representative_run(self) -> Optional[Run]:
@@ -171,8 +181,8 @@ def _check_settings(cfg: Config) -> None:
 
 
 def sort_key(cfg: Config) -> tuple[Any, ...]:
-    return (names.mode_rank(cfg.mode), names.workload_rank(cfg.workload), cfg.connections,
-            cfg.duration_s, names.impl_rank(cfg.implementation))
+    return (names.mode_rank(cfg.mode), names.workload_rank(cfg.workload),
+            cfg.relay_impl != REFERENCE_RELAY, cfg.relay_impl, cfg.connections, cfg.duration_s, names.impl_rank(cfg.implementation))
 
 
 def group(runs: list[Run]) -> list[Config]:

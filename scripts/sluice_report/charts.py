@@ -77,12 +77,13 @@ def _multi_conn(configs: list[Config]) -> set[str]:
     """Workloads run at several connection counts: their labels need the count."""
     seen: dict[str, set[int]] = {}
     for c in configs:
-        seen.setdefault(c.workload, set()).add(c.connections)
+        seen.setdefault(c.workload_label, set()).add(c.connections)
     return {w for w, cs in seen.items() if len(cs) > 1}
 
 
 def _cat(c: Config, multi: set[str]) -> str:
-    return f"{c.workload} · {c.connections}c" if c.workload in multi else c.workload
+    w = c.workload_label
+    return f"{w} · {c.connections}c" if w in multi else w
 
 
 def _modes(configs: list[Config]) -> list[str]:

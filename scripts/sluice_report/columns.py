@@ -22,11 +22,14 @@ class Column(NamedTuple):
 # Every "median" is over the configuration's ok runs only; a failed run never enters a figure.
 COLUMNS: tuple[Column, ...] = (
     Column("implementation", "-", "valkey-glide, iovalkey or ioredis (sluice with that client), "
-           "quotas-off (sluice, quotas disabled: the ceiling) or fastify-rate-limit (the peer)"),
+           "quotas-off (sluice, quotas disabled: the ceiling), fastify-rate-limit (the peer) or "
+           "relay-alone (the load straight to the relay, no gateway: Nostr)"),
     Column("client", "-", "Valkey client behind the quota check; empty for quotas-off"),
     Column("mode", "-", "Valkey topology: standalone or cluster"),
     Column("workload", "-", "light, heavy, flood, nostr or adaptive-<law>"),
     Column("law", "-", "adaptive workloads: none, pid or lead; empty otherwise"),
+    Column("relay_impl", "-", "the relay measured: reference (sluice's own) or nostr-rs-relay "
+           "(built from crates.io; Nostr only)"),
     Column("transport", "-", "http (autocannon) or websocket (nostr)"),
     Column("connections", "connections", "concurrent client connections of the load"),
     Column("duration_s", "s", "measured window asked for, per run"),
@@ -88,6 +91,23 @@ COLUMNS: tuple[Column, ...] = (
            "mode, workload and connections (1 = fastest)"),
     Column("ratio_vs_peer", "x", "req_per_s_median / fastify-rate-limit's, same mode, workload "
            "and connections (> 1 = sluice faster)"),
+    Column("ratio_vs_relay_alone_mean", "x", "Nostr: EVENT/s through this gateway / relay "
+           "alone (same relay, connections), per round (run r of each, both ok), mean over "
+           "rounds; empty without relay-alone runs"),
+    Column("ratio_vs_relay_alone_min", "x", "lowest round of ratio_vs_relay_alone"),
+    Column("ratio_vs_relay_alone_max", "x", "highest round of ratio_vs_relay_alone"),
+    Column("ratio_vs_peer_paired_mean", "x", "HTTP light, sluice clients: req/s / "
+           "fastify-rate-limit's in the same round, mean over rounds"),
+    Column("ratio_vs_peer_paired_min", "x", "lowest round of ratio_vs_peer_paired"),
+    Column("ratio_vs_peer_paired_max", "x", "highest round of ratio_vs_peer_paired"),
+    Column("ratio_vs_quotas_off_paired_mean", "x", "HTTP light, sluice clients: req/s / "
+           "quotas-off's in the same round, mean over rounds"),
+    Column("ratio_vs_quotas_off_paired_min", "x", "lowest round of ratio_vs_quotas_off_paired"),
+    Column("ratio_vs_quotas_off_paired_max", "x", "highest round of ratio_vs_quotas_off_paired"),
+    Column("front_cpu_ms_per_request", "ms/response", "CPU time of the gateway (or peer) over "
+           "the window / responses, mean over ok runs"),
+    Column("relay_cpu_ms_per_request", "ms/response", "CPU time of the relay over the window / "
+           "responses, mean over ok runs"),
     Column("adaptive_peak_u_over_target", "x", "adaptive: peak relay memory / target, median"),
     Column("adaptive_seconds_above_target_s", "s", "adaptive: time with memory above target, "
            "median"),

@@ -8,7 +8,9 @@ from typing import Any, Optional
 
 from .aggregate import Config
 from .columns import COLUMN_NAMES
-from .stats import Spread
+from .headline import cpu_ms_per_request
+from .names import PEER
+from .stats import Spread, mean
 
 MIB = 2**20
 
@@ -26,6 +28,19 @@ def _med(s: Optional[Spread], digits: int, scale: float = 1.0) -> str:
     return "" if s is None or s.median is None else _n(s.median * scale, digits)
 
 
+def _paired(c: Config, key: str, prefix: str) -> dict[str, str]:
+    r = c.paired.get(key)
+    return {f"{prefix}_mean": _n(r.mean if r else None, 4),
+            f"{prefix}_min": _n(r.min if r else None, 4),
+            f"{prefix}_max": _n(r.max if r else None, 4)}
+
+
+def _cpu_ms(c: Config, role: str) -> Optional[float]:
+    if c.is_adaptive:
+        return None
+    return mean([v for r in c.ok if (v := cpu_ms_per_request(r, role)) is not None])
+
+
 def row(c: Config) -> dict[str, str]:
     a = c.adaptive
     r: dict[str, Any] = {
@@ -34,6 +49,7 @@ def row(c: Config) -> dict[str, str]:
         "mode": c.mode,
         "workload": c.workload,
         "law": c.law or "",
+        "relay_impl": c.relay_impl,
         "transport": c.transport or "",
         "connections": str(c.connections),
         "duration_s": f"{c.duration_s:g}",
@@ -75,6 +91,12 @@ def row(c: Config) -> dict[str, str]:
         "ratio_vs_quotas_off": _n(c.ratio_vs_quotas_off, 4),
         "ratio_vs_best_client": _n(c.ratio_vs_best_client, 4),
         "ratio_vs_peer": _n(c.ratio_vs_peer, 4),
+        **_paired(c, "relay_alone", "ratio_vs_relay_alone"),
+        **_paired(c, "peer", "ratio_vs_peer_paired"),
+        **_paired(c, "quotas_off", "ratio_vs_quotas_off_paired"),
+        "front_cpu_ms_per_request": _n(_cpu_ms(c, "peer" if c.implementation == PEER
+                                                else "gateway"), 4),
+        "relay_cpu_ms_per_request": _n(_cpu_ms(c, "relay"), 4),
         "adaptive_peak_u_over_target": _med(a.get("peakUOverTarget"), 4),
         "adaptive_seconds_above_target_s": _med(a.get("secondsAboveTarget"), 2),
         "adaptive_emergency_entries": _med(a.get("emergencyEntries"), 1),

@@ -21,10 +21,13 @@ from pathlib import Path
 from typing import Any, Optional
 
 SCHEMA = "sluice-bench-run/1"
+# The relay part is there only when the relay is not the reference one (nostr-rs-relay).
 FILENAME_RE = re.compile(
     r"^(?P<implementation>[A-Za-z0-9.-]+)_(?P<mode>[A-Za-z0-9-]+)_(?P<workload>[A-Za-z0-9-]+)"
+    r"(?:_(?P<relay>[A-Za-z0-9.-]+))?"
     r"_(?P<connections>\d+)c_(?P<duration>\d+)s_run(?P<run>\d+)\.json$"
 )
+REFERENCE_RELAY = "reference"
 # What makes a file a run file: its name. Anything else is ignored, even if it is JSON.
 RUN_FILE_RE = re.compile(r"_run\d+\.json$")
 COUNT_FIELDS = ("requests", "ok2xx", "limited429", "otherNon2xx", "errors", "timeouts")
@@ -85,10 +88,14 @@ class Run:
     timeseries: Optional[dict[str, list[Any]]]
     adaptive: Optional[dict[str, Any]]
     warnings: list[str] = field(default_factory=list)
+    # The relay measured: "reference" (ours; also every file from before it could be chosen)
+    # or a third-party one such as "nostr-rs-relay".
+    relay_impl: str = REFERENCE_RELAY
 
     @property
-    def key(self) -> tuple[str, str, str, int, float]:
-        return (self.implementation, self.mode, self.workload, self.connections, self.duration_s)
+    def key(self) -> tuple[str, str, str, int, float, str]:
+        return (self.implementation, self.mode, self.workload, self.connections, self.duration_s,
+                self.relay_impl)
 
     @property
     def ok(self) -> bool:
@@ -299,6 +306,7 @@ def parse_run(data: Any, file: str) -> Run:
         timeseries=timeseries,
         adaptive=adaptive,
         warnings=warnings,
+        relay_impl=_opt(cfg, "relayImpl", str) or REFERENCE_RELAY,
     )
     _cross_check(run, data)
     return run
@@ -326,9 +334,9 @@ def _cross_check(run: Run, data: dict[str, Any]) -> None:
     m = FILENAME_RE.match(run.file)
     if m:
         named = (m["implementation"], m["mode"], m["workload"], int(m["connections"]),
-                 float(m["duration"]), int(m["run"]))
+                 float(m["duration"]), int(m["run"]), m["relay"] or REFERENCE_RELAY)
         inside = (run.implementation, run.mode, run.workload, run.connections, run.duration_s,
-                  run.run)
+                  run.run, run.relay_impl)
         if named != inside:
             w.append(f"file name says {named}, config says {inside}; the config is used")
     if not run.ok or run.counts is None or not run.wall_s:

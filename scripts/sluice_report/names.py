@@ -5,7 +5,9 @@ from __future__ import annotations
 CEILING = "quotas-off"
 PEER = "fastify-rate-limit"
 CLIENTS = ("valkey-glide", "iovalkey", "ioredis")
-IMPLEMENTATIONS = (CEILING, *CLIENTS, PEER)
+# The load straight to the relay (Nostr): the baseline of "through the gateway / relay alone".
+RELAY_ALONE = "relay-alone"
+IMPLEMENTATIONS = (RELAY_ALONE, CEILING, *CLIENTS, PEER)
 
 MODES = ("standalone", "cluster")
 WORKLOADS = ("light", "heavy", "flood", "nostr", "adaptive-none", "adaptive-pid", "adaptive-lead")
@@ -14,6 +16,7 @@ ROLES = ("gateway", "peer", "relay", "feed", "valkey")
 LAWS = ("none", "pid", "lead")
 
 IMPL_COLORS = {
+    RELAY_ALONE: "#ff7f0e",
     CEILING: "#7f7f7f",
     "valkey-glide": "#1f77b4",
     "iovalkey": "#2ca02c",

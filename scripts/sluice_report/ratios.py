@@ -17,7 +17,8 @@ Scenario = tuple[str, str, int]
 
 
 def scenario(cfg: Config) -> Scenario:
-    return (cfg.mode, cfg.workload, cfg.connections)
+    # The workload label names a third-party relay: its runs are a scenario of their own.
+    return (cfg.mode, cfg.workload_label, cfg.connections)
 
 
 def find(configs: list[Config], implementation: str, scen: Scenario,

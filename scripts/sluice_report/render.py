@@ -17,6 +17,7 @@ from .charts import ChartSet
 from .columns import COLUMNS
 from .findings import TOPICS, Finding
 from .header import Header
+from .headline import CpuCost, Headline, Ratio
 from .load import Run, Unreadable
 from .names import LAW_LABELS, MODES, is_adaptive, mode_rank
 from .stats import HIGH_CV, Spread
@@ -61,7 +62,8 @@ def summary_rows(configs: list[Config]) -> list[dict[str, Any]]:
             "cls": {"failed": "failed", "partial": "partial"}.get(c.status, ""),
             "cells": [
                 Cell(c.implementation, cls="name"),
-                Cell(c.workload + ("" if c.in_memory_block is not False else " (no block)")),
+                Cell(c.workload_label
+                     + ("" if c.in_memory_block is not False else " (no block)")),
                 Cell(str(c.connections)),
                 Cell(f"{len(c.ok)}/{len(c.runs)}", title=f"{len(c.failed)} failed"),
                 Cell(fmt.rate(c.req.median), cls="strong"),
@@ -163,15 +165,72 @@ def failed_rows(runs: list[Run]) -> list[dict[str, str]]:
     return out
 
 
+def _ratio_cells(r: Ratio) -> list[Cell]:
+    if r.mean is None:
+        return [Cell("n/a", cls="muted", title=r.why_na or ""), Cell(r.why_na or "", cls="muted"),
+                Cell(fmt.DASH)]
+    rng = f"{fmt.ratio(r.min)}–{fmt.ratio(r.max)}" if len(r.values) > 1 else fmt.DASH
+    return [Cell(fmt.ratio(r.mean), cls="strong",
+                 title="per round: " + ", ".join(fmt.ratio(v) for v in r.values)),
+            Cell(rng), Cell(str(len(r.values)), title="rounds " + ", ".join(map(str, r.rounds)))]
+
+
+def _ms(c: Optional[CpuCost]) -> str:
+    if c is None or c.mean is None:
+        return fmt.DASH
+    spread = f" ({c.min:.3f}–{c.max:.3f})" if len(c.values) > 1 else ""
+    return f"{c.mean:.3f}{spread}"
+
+
+def _runs(c: Optional[CpuCost]) -> str:
+    if c is None:
+        return ""
+    return ", ".join(f"r{n}: {v:.3f}" for v, n in zip(c.values, c.rounds))
+
+
+def _rate_cell(cfg: Optional[Config]) -> Cell:
+    if cfg is None:
+        return Cell(fmt.DASH)
+    rates = [r.per_s("requests") for r in cfg.ok]
+    rates = [v for v in rates if v is not None]
+    if not rates:
+        return Cell(fmt.DASH)
+    return Cell(fmt.rate(sum(rates) / len(rates)), title=f"mean over {len(rates)} ok runs")
+
+
+def headline_rows(h: Headline) -> dict[str, Any]:
+    nostr = [{"cells": [Cell(r.numerator.relay_impl), Cell(str(r.numerator.connections)),
+                        Cell(r.label, cls="name"), _rate_cell(r.numerator),
+                        _rate_cell(r.baseline), *_ratio_cells(r)]} for r in h.nostr]
+    http = []
+    for vp, vq in zip(h.http_vs_peer, h.http_vs_quotas_off):
+        http.append({"cells": [Cell(str(vp.numerator.connections)), Cell(vp.label, cls="name"),
+                               *_ratio_cells(vp), *_ratio_cells(vq)]})
+    cpu = []
+    for own, other, why in h.cpu:
+        c = own.config
+        base_role = "peer" if c.workload == "light" else "relay (alone)"
+        cpu.append({"cells": [
+            Cell(c.workload_label), Cell(str(c.connections)),
+            Cell(f"{c.implementation} {c.mode}", cls="name"),
+            Cell(_ms(own), cls="strong", title=_runs(own)), Cell(_runs(own), cls="muted"),
+            Cell(base_role), Cell(_ms(other) if other else "n/a", title=why or _runs(other)),
+            Cell(_runs(other) if other else why, cls="muted"),
+        ]})
+    return {"nostr": nostr, "http": http, "cpu": cpu, "notes": h.notes,
+            "empty": not (nostr or http or cpu)}
+
+
 def render(*, header: Header, configs: list[Config], runs: list[Run],
            unreadable: list[Unreadable], findings: list[Finding], charts: ChartSet,
-           warnings: list[str]) -> str:
+           warnings: list[str], headline: Optional[Headline] = None) -> str:
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(["j2"]),
                       trim_blocks=True, lstrip_blocks=True)
     template = env.get_template("report.html.j2")
     modes = sorted({c.mode for c in configs if not c.is_adaptive}, key=mode_rank)
     by_topic = [(t, [f.text for f in findings if f.topic == t]) for t in TOPICS]
     return template.render(
+        ratios=headline_rows(headline or Headline()),
         header=header,
         plotlyjs=Markup(plotly.offline.get_plotlyjs()),
         plotly_version=plotly.__version__,

@@ -11,6 +11,8 @@ from .charts import ChartSet, build_charts
 from .csvout import write_summary
 from .findings import Finding, key_findings
 from .header import Header, build_header
+from .headline import Headline
+from .headline import build as build_headline
 from . import fmt
 from .load import ResultsDir, Unreadable, load_dir, other_json_files, run_files
 from .ratios import apply_ratios
@@ -29,6 +31,7 @@ class Report:
     findings: list[Finding]
     charts: ChartSet
     warnings: list[str]
+    headline: Headline
 
     @property
     def unreadable(self) -> list[Unreadable]:
@@ -50,13 +53,14 @@ def analyse(results_dir: Path) -> Report:
                           f"readable ({reasons})")
     configs = group(rd.runs)
     apply_ratios(configs)
+    headline = build_headline(configs)
     header = build_header(rd)
     warnings = [*header.warnings,
                 *(f"{r.file}: {w}" for r in rd.runs for w in r.warnings),
                 *(w for c in configs for w in c.warnings)]
     findings = key_findings(configs, rd.runs, rd.unreadable, warnings,
                             header.client_comparison)
-    return Report(rd, configs, header, findings, build_charts(configs), warnings)
+    return Report(rd, configs, header, findings, build_charts(configs), warnings, headline)
 
 
 def write(report: Report, out_dir: Path) -> tuple[Path, Path]:
@@ -64,7 +68,7 @@ def write(report: Report, out_dir: Path) -> tuple[Path, Path]:
     html_path, csv_path = out_dir / "report.html", out_dir / "summary.csv"
     html = render(header=report.header, configs=report.configs, runs=report.results.runs,
                   unreadable=report.unreadable, findings=report.findings, charts=report.charts,
-                  warnings=report.warnings)
+                  warnings=report.warnings, headline=report.headline)
     html_path.write_text(html, encoding="utf-8")
     write_summary(report.configs, csv_path)
     return html_path, csv_path

@@ -1,6 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { WebSocket } from 'ws';
 import type { RawData } from 'ws';
+import type { FreshEvents } from './run/fresh-events.js';
 
 /**
  * The Nostr load: many WebSocket connections, each sending one EVENT at a time and waiting
@@ -13,6 +14,12 @@ export interface NostrLoadOptions {
   durationSec: number;
   /** Serialized signed Nostr events (JSON objects as text), sent round robin. */
   events: string[];
+  /**
+   * Instead of `events`: events sent once each, in order, shared by all connections (and by
+   * successive calls: the warm-up, then the window). When they run out the load stops
+   * sending and the result says `exhausted`: it never wraps around to ids already sent.
+   */
+  fresh?: FreshEvents;
   /** Headers of connection `conn`'s upgrade request, e.g. X-Forwarded-For. */
   headersFor(conn: number): Record<string, string>;
   /** Called about once a second of the measured window. */
@@ -35,6 +42,8 @@ export interface NostrLoadResult {
     requests: number;
     /** OK true. */
     ok: number;
+    /** Of those, OK true with a "duplicate:" message (the event was known already). */
+    duplicates: number;
     /** OK false with a "rate-limited:" message. */
     limited: number;
     /** Any other OK false. */
@@ -47,6 +56,8 @@ export interface NostrLoadResult {
   };
   /** Send to OK, in ms, of every OK counted in requests; null when there were none. */
   latencyMs: LatencySummary | null;
+  /** `fresh` ran out before the end: some connections had nothing left to send. */
+  exhausted: boolean;
 }
 
 /** How long after the window outstanding OKs are awaited. */
@@ -84,12 +95,15 @@ function text(data: RawData): string {
 }
 
 export async function runNostrLoad(opts: NostrLoadOptions): Promise<NostrLoadResult> {
-  if (opts.events.length === 0) throw new Error('runNostrLoad: the event pool is empty');
-  const ids = eventIds(opts.events);
-  const frames = opts.events.map((ev) => `["EVENT",${ev}]`);
+  const { fresh } = opts;
+  if (!fresh && opts.events.length === 0) throw new Error('runNostrLoad: the event pool is empty');
+  const ids = fresh ? [] : eventIds(opts.events);
+  const frames = fresh ? [] : opts.events.map((ev) => `["EVENT",${ev}]`);
+  let exhausted = false;
   const counts = {
     requests: 0,
     ok: 0,
+    duplicates: 0,
     limited: 0,
     otherRejected: 0,
     notices: 0,
@@ -122,10 +136,24 @@ export async function runNostrLoad(opts: NostrLoadOptions): Promise<NostrLoadRes
 
   const sendNext = (conn: Conn) => {
     if (!sending || conn.dead || conn.ws.readyState !== WebSocket.OPEN) return;
-    const i = conn.next;
-    conn.next = (i + 1) % frames.length;
-    conn.inFlight = { id: ids[i]!, sentAt: performance.now() };
-    conn.ws.send(frames[i]!, (err) => {
+    let id: string;
+    let frame: string;
+    if (fresh) {
+      if (fresh.next >= fresh.ids.length) {
+        exhausted = true;
+        return;
+      }
+      const i = fresh.next++;
+      id = fresh.ids[i]!;
+      frame = `["EVENT",${fresh.events[i]!}]`;
+    } else {
+      const i = conn.next;
+      conn.next = (i + 1) % frames.length;
+      id = ids[i]!;
+      frame = frames[i]!;
+    }
+    conn.inFlight = { id, sentAt: performance.now() };
+    conn.ws.send(frame, (err) => {
       if (err) fail(conn);
     });
   };
@@ -147,8 +175,10 @@ export async function runNostrLoad(opts: NostrLoadOptions): Promise<NostrLoadRes
     latencies.push(performance.now() - pending.sentAt);
     conn.inFlight = undefined;
     counts.requests++;
-    if (msg[2] === true) counts.ok++;
-    else if (typeof msg[3] === 'string' && msg[3].startsWith('rate-limited:')) counts.limited++;
+    if (msg[2] === true) {
+      counts.ok++;
+      if (typeof msg[3] === 'string' && msg[3].startsWith('duplicate:')) counts.duplicates++;
+    } else if (typeof msg[3] === 'string' && msg[3].startsWith('rate-limited:')) counts.limited++;
     else counts.otherRejected++;
     if (sending) sendNext(conn);
     else onIdle?.();
@@ -169,7 +199,9 @@ export async function runNostrLoad(opts: NostrLoadOptions): Promise<NostrLoadRes
       }
       const conn: Conn = {
         ws,
-        next: (index * Math.max(1, Math.floor(frames.length / opts.connections))) % frames.length,
+        next: fresh
+          ? 0
+          : (index * Math.max(1, Math.floor(frames.length / opts.connections))) % frames.length,
         dead: false,
       };
       conns.push(conn);
@@ -216,7 +248,7 @@ export async function runNostrLoad(opts: NostrLoadOptions): Promise<NostrLoadRes
   finished = true;
 
   await Promise.all(conns.map(closeQuietly));
-  return { wallSeconds, counts, latencyMs: percentiles(latencies) };
+  return { wallSeconds, counts, latencyMs: percentiles(latencies), exhausted };
 }
 
 /** Close with 1000 and wait for the close handshake, briefly; then drop the socket. */

@@ -1,7 +1,7 @@
 import { Option } from 'commander';
 import type { Command } from 'commander';
-import { WORKLOADS } from '../bench/run/config.js';
-import type { Workload } from '../bench/run/config.js';
+import { RELAY_IMPLS, WORKLOADS } from '../bench/run/config.js';
+import type { RelayImpl, Workload } from '../bench/run/config.js';
 import { positiveInt } from './valkey.js';
 
 interface RunFlags {
@@ -16,13 +16,16 @@ interface RunFlags {
   distribution: 'uniform' | 'zipf';
   zipfExponent: number;
   floodShare: number;
-  quotaPoints: number;
+  quotaPoints?: number;
   quotaWindowSec: number;
   inMemoryBlock: boolean;
   workIterations: number;
   seed: number;
   valkey: string;
   relay?: string;
+  relayImpl: string;
+  freshEventsPerSec: number;
+  authors: number;
   out?: string;
   outDir?: string;
 }
@@ -41,6 +44,18 @@ function positiveNumber(text: string): number {
 
 /** Heavy writes cost the relay this many sha256 rounds each (~1 ms of one core here). */
 export const HEAVY_WORK_ITERATIONS = 500;
+/** The write quota of HTTP workloads, per identity per window. */
+export const DEFAULT_QUOTA_POINTS = 100;
+/**
+ * The Nostr workload measures throughput (through the gateway / relay alone): its quota is
+ * far above what 2 cores can send from one address, so nothing is refused; a refusal fails
+ * the run.
+ */
+export const NOSTR_QUOTA_POINTS = 1_000_000;
+/** Fresh Nostr events signed per second of warm-up + window: above what this machine sends. */
+export const FRESH_EVENTS_PER_SEC = 8000;
+/** Distinct authors of the fresh events. */
+export const FRESH_EVENT_AUTHORS = 1000;
 
 export function registerBenchRun(bench: Command): void {
   bench
@@ -51,7 +66,8 @@ export function registerBenchRun(bench: Command): void {
     )
     .requiredOption(
       '--implementation <name>',
-      'valkey-glide | iovalkey | ioredis | quotas-off | fastify-rate-limit, optionally :cluster',
+      'valkey-glide | iovalkey | ioredis | quotas-off | fastify-rate-limit, optionally :cluster; ' +
+        'or relay-alone (the load straight to the relay, no gateway: Nostr only)',
     )
     .addOption(
       new Option('--workload <name>', 'what the load writes').choices(WORKLOADS).default('light'),
@@ -74,7 +90,11 @@ export function registerBenchRun(bench: Command): void {
     )
     .option('--zipf-exponent <s>', 'Zipf exponent', positiveNumber, 1.1)
     .option('--flood-share <x>', 'flood: share of identities far over their limit', share, 0.9)
-    .option('--quota-points <n>', 'write quota per identity per window', positiveInt, 100)
+    .option(
+      '--quota-points <n>',
+      `write quota per identity per window (default ${DEFAULT_QUOTA_POINTS}; nostr: ${NOSTR_QUOTA_POINTS}, never reached)`,
+      positiveInt,
+    )
     .option('--quota-window-sec <s>', 'quota window', positiveInt, 1)
     .option('--no-in-memory-block', 'consult Valkey even for clients known to be over limit')
     .option(
@@ -85,6 +105,27 @@ export function registerBenchRun(bench: Command): void {
     .option('--seed <n>', 'seed of the event pool and the key draw', positiveInt, 1)
     .requiredOption('--valkey <host:port>', 'any node of the Valkey the run uses')
     .option('--relay <url>', 'a running reference relay (else one is started)')
+    .addOption(
+      new Option(
+        '--relay-impl <name>',
+        'the relay: the reference one, or nostr-rs-relay (built from crates.io on first use ' +
+          'and cached; Nostr workload only)',
+      )
+        .choices(RELAY_IMPLS)
+        .default('reference'),
+    )
+    .option(
+      '--fresh-events-per-sec <n>',
+      'nostr: new events pre-signed per second of warm-up + window (a run that sends more fails)',
+      positiveInt,
+      FRESH_EVENTS_PER_SEC,
+    )
+    .option(
+      '--authors <n>',
+      'nostr: distinct keys signing the events',
+      positiveInt,
+      FRESH_EVENT_AUTHORS,
+    )
     .option('--out <file>', 'result file (default: <out-dir>/<standard name>)')
     .option('--out-dir <dir>', 'results directory (default results/<timestamp>)')
     .action(async (flags: RunFlags) => {
@@ -104,6 +145,21 @@ export function registerBenchRun(bench: Command): void {
           `the peer baseline runs the light and heavy workloads only (it has no tiers and no WebSocket), not ${workload}`,
         );
       }
+      const relayImpl = flags.relayImpl as RelayImpl;
+      if (relayImpl !== 'reference' && workload !== 'nostr') {
+        throw new Error(
+          `${relayImpl} only speaks Nostr (WebSocket): the ${workload} workload needs the reference relay (--relay-impl reference)`,
+        );
+      }
+      if (relayImpl !== 'reference' && flags.relay) {
+        throw new Error(`--relay names a running reference relay; ${relayImpl} is started per run`);
+      }
+      if (target.implementation === 'relay-alone' && workload !== 'nostr') {
+        throw new Error(
+          `relay-alone measures the Nostr relay by itself: use --workload nostr, not ${workload}`,
+        );
+      }
+      const nostr = workload === 'nostr';
       const cfg = {
         implementation: target.implementation,
         client: clientOf(target.implementation),
@@ -119,12 +175,17 @@ export function registerBenchRun(bench: Command): void {
         distribution: flags.distribution,
         zipfExponent: flags.distribution === 'zipf' ? flags.zipfExponent : null,
         floodShare: workload === 'flood' ? flags.floodShare : null,
-        quota: { points: flags.quotaPoints, windowSec: flags.quotaWindowSec },
+        quota: {
+          points: flags.quotaPoints ?? (nostr ? NOSTR_QUOTA_POINTS : DEFAULT_QUOTA_POINTS),
+          windowSec: flags.quotaWindowSec,
+        },
         inMemoryBlock: flags.inMemoryBlock,
         relayWorkIterations:
           flags.workIterations ?? (workload === 'heavy' ? HEAVY_WORK_ITERATIONS : 0),
         law: adaptive ? (workload.slice('adaptive-'.length) as 'none' | 'pid' | 'lead') : null,
         seed: flags.seed,
+        relayImpl,
+        freshEvents: nostr ? { maxPerSec: flags.freshEventsPerSec, authors: flags.authors } : null,
       };
       const { writeFileSync, mkdirSync } = await import('node:fs');
       const path = await import('node:path');
@@ -144,5 +205,29 @@ export function registerBenchRun(bench: Command): void {
       console.log(formatRunLine(result, file));
       // 2: the run finished but cannot be used (its file says why); 1 is left for errors.
       if (result.status !== 'ok') process.exitCode = 2;
+    });
+}
+
+/** `sluice bench relay-install`: build the third-party relay into its cache (run-all.sh). */
+export function registerRelayInstall(bench: Command): void {
+  bench
+    .command('relay-install')
+    .description(
+      'build nostr-rs-relay (pinned) from crates.io into the cache, unless it is there; ' +
+        'prints the binary',
+    )
+    .option('--print-command', 'only print the commands that build it')
+    .option('--print-path', 'only print where the binary is (or will be)')
+    .action(async (flags: { printCommand?: boolean; printPath?: boolean }) => {
+      const m = await import('../bench/run/third-party-relay.js');
+      if (flags.printCommand) {
+        console.log(m.installCommand(m.findCargo() ?? 'cargo'));
+        return;
+      }
+      if (flags.printPath) {
+        console.log(m.nostrRsRelayBinary());
+        return;
+      }
+      console.log(await m.ensureNostrRsRelay((line) => console.error(line)));
     });
 }

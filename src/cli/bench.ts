@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { positiveInt } from './valkey.js';
-import { registerBenchRun } from './bench-run.js';
+import { registerBenchRun, registerRelayInstall } from './bench-run.js';
 import { registerPeer } from './bench-peer.js';
 import { registerBenchVerify } from './bench-verify.js';
 import { registerClientsBench } from './bench-clients.js';
@@ -26,6 +26,7 @@ interface SmokeFlags {
 export function registerBench(program: Command): void {
   const bench = program.command('bench').description('benchmarks and smoke runs');
   registerBenchRun(bench);
+  registerRelayInstall(bench);
   registerPeer(bench);
   registerBenchVerify(bench);
   registerClientsBench(bench);

@@ -16,7 +16,7 @@ def test_good_file_parses_with_every_field(tmp_path):
                                         limited_share=0.9))
     run = load_file(path)
     assert isinstance(run, Run), run
-    assert run.key == ("iovalkey", "cluster", "flood", 50, 10.0)
+    assert run.key == ("iovalkey", "cluster", "flood", 50, 10.0, "reference")
     assert run.ok and run.run == 2 and run.runs_expected == 3
     assert run.client == "iovalkey" and run.transport == "http"
     assert run.counts["requests"] == round(2000.0 * 10.02)

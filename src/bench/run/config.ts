@@ -8,8 +8,14 @@ export const IMPLEMENTATIONS = [
   'ioredis',
   'quotas-off',
   'fastify-rate-limit',
+  // The load straight to the relay: no front end, no Valkey client (the Nostr baseline).
+  'relay-alone',
 ] as const;
 export type Implementation = (typeof IMPLEMENTATIONS)[number];
+
+/** The relay behind the front end: ours, or one that users run (built from crates.io). */
+export const RELAY_IMPLS = ['reference', 'nostr-rs-relay'] as const;
+export type RelayImpl = (typeof RELAY_IMPLS)[number];
 
 export const WORKLOADS = [
   'light',
@@ -43,11 +49,23 @@ export interface RunConfig {
   relayWorkIterations: number;
   law: 'none' | 'pid' | 'lead' | null;
   seed: number;
+  /** Which relay the run measures; absent in files from before it could be chosen. */
+  relayImpl?: RelayImpl;
+  /**
+   * Nostr: every EVENT is new to the relay and the gateway, pre-signed before the warm-up for
+   * up to `maxPerSec` over warm-up + window, by `authors` distinct keys. null: the 500-event
+   * pool, re-sent (HTTP workloads).
+   */
+  freshEvents?: { maxPerSec: number; authors: number } | null;
 }
 
-/** `{implementation}_{mode}_{workload}_{connections}c_{duration}s_run{N}.json` (no ':'). */
+/**
+ * `{implementation}_{mode}_{workload}_{connections}c_{duration}s_run{N}.json` (no ':'), with
+ * `_{relayImpl}` after the workload when the relay is not the reference one.
+ */
 export function runFileName(c: RunConfig): string {
-  const name = `${c.implementation}_${c.mode}_${c.workload}_${c.connections}c_${c.durationSec}s_run${c.run}.json`;
+  const relay = c.relayImpl && c.relayImpl !== 'reference' ? `_${c.relayImpl}` : '';
+  const name = `${c.implementation}_${c.mode}_${c.workload}${relay}_${c.connections}c_${c.durationSec}s_run${c.run}.json`;
   if (/[:/\\]/.test(name)) throw new Error(`unsafe result file name: ${name}`);
   return name;
 }
@@ -60,6 +78,9 @@ export function parseTarget(text: string): { implementation: Implementation; mod
       `unknown implementation "${text}": expected one of ${IMPLEMENTATIONS.join(', ')}, optionally with :cluster`,
     );
   }
+  if (impl === 'relay-alone' && text.includes(':')) {
+    throw new Error('relay-alone has no Valkey topology: give it without :standalone or :cluster');
+  }
   if (mode !== 'standalone' && mode !== 'cluster') {
     throw new Error(`unknown topology "${mode}" in "${text}": expected standalone or cluster`);
   }
@@ -68,7 +89,7 @@ export function parseTarget(text: string): { implementation: Implementation; mod
 
 /** The Valkey client each implementation uses. */
 export function clientOf(impl: Implementation): ClientKind | null {
-  if (impl === 'quotas-off') return null;
+  if (impl === 'quotas-off' || impl === 'relay-alone') return null;
   if (impl === 'fastify-rate-limit') return 'ioredis';
   return impl;
 }

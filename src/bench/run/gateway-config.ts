@@ -34,12 +34,18 @@ export function benchGatewayConfig(
       inflightLimit: BENCH_INFLIGHT_LIMIT,
     },
     upstreams: [{ id: 'relay-a', url: relayUrl }],
+    // nostr-rs-relay has no /healthz: its root answers a plain GET with 200.
+    ...(cfg.relayImpl === 'nostr-rs-relay' ? { healthCheck: { path: '/' } } : {}),
     // The load generator is the only peer; it names its clients in X-Forwarded-For.
     trustedProxies: ['127.0.0.1'],
     logging: { level: 'warn', requests: false },
     // One load generator is one source address: its frame rate is what is being measured.
     limits: { maxBodyBytes, framesPerSecPerAddress: 1_000_000 },
-    identity: { order: flood ? ['apiKey', 'ip'] : ['ip'] },
+    // Nostr: the sender's address, then the verified author (with the seen-ids check that
+    // answers a replay itself), as the default configuration does.
+    identity: {
+      order: flood ? ['apiKey', 'ip'] : cfg.workload === 'nostr' ? ['pubkey', 'ip'] : ['ip'],
+    },
     quotas: {
       enabled: cfg.implementation !== 'quotas-off',
       // A fresh counter space per run: runs never inherit each other's consumption.

@@ -20,8 +20,11 @@ import type { ProcessUsage, WatchedProcess } from './proc-sampler.js';
 import { progressBar } from './progress.js';
 import { commandCalls, commandDelta, discoverNodes, watchedValkey } from './valkey-stats.js';
 import type { CommandDelta, ValkeyNode } from './valkey-stats.js';
-import { runNostrLoad } from '../ws-load.js';
+import { GRACE_MS, runNostrLoad } from '../ws-load.js';
 import { environment } from './environment.js';
+import { signFreshEvents } from './fresh-events.js';
+import type { FreshEvents } from './fresh-events.js';
+import { startNostrRsRelay } from './third-party-relay.js';
 
 export const RESULT_SCHEMA = 'sluice-bench-run/1';
 const POOL_SIZE = 500;
@@ -56,6 +59,19 @@ export interface RunResult {
   valkey: CommandDelta | null;
   timeseries: Record<string, unknown[]> | null;
   adaptive: Record<string, unknown> | null;
+  /**
+   * Nostr with fresh events: how many were signed (and how long that took, before the
+   * warm-up), how many the warm-up and the window sent, and how many OKs said duplicate.
+   */
+  events?: {
+    source: 'fresh';
+    signed: number;
+    signSeconds: number;
+    sent: number;
+    duplicates: number;
+    /** The rate the window's events were signed for (WINDOW_HEADROOM x the warm-up's). */
+    windowRatePerSec: number | null;
+  } | null;
 }
 
 function roundAll<T extends object>(values: T): T {
@@ -135,7 +151,46 @@ export function failureReasons(cfg: RunConfig, load: LoadResult): string[] {
   if (cfg.implementation === 'quotas-off' && c.limited429 > 0) {
     reasons.push(`${c.limited429} rate-limited answers with quotas off`);
   }
+  if (cfg.freshEvents && c.limited429 > 0) {
+    reasons.push(
+      `${c.limited429} rate-limited answers: the Nostr throughput workload must not meet a quota ` +
+        `(raise --quota-points, now ${cfg.quota.points} per ${cfg.quota.windowSec} s)`,
+    );
+  }
   return reasons;
+}
+
+/** Why a fresh-event Nostr run cannot be used: events ran out, or some were not new. */
+export function freshFailures(
+  cfg: RunConfig,
+  fresh: FreshEvents,
+  exhausted: boolean,
+  duplicates: number,
+  windowRate?: number,
+): string[] {
+  const reasons: string[] = [];
+  if (exhausted) {
+    reasons.push(
+      `ran out of pre-signed events: all ${fresh.ids.length} were sent before the window ended ` +
+        `(signed for ${windowRate ?? cfg.freshEvents?.maxPerSec}/s: ${WINDOW_HEADROOM} x the ` +
+        `warm-up's rate, at most --fresh-events-per-sec ${cfg.freshEvents?.maxPerSec})`,
+    );
+  }
+  if (duplicates > 0) reasons.push(`${duplicates} OKs said duplicate: events were not new`);
+  return reasons;
+}
+
+/**
+ * The window's fresh events are signed for this many times the warm-up's rate (at most
+ * --fresh-events-per-sec, at least MIN_WINDOW_RATE): a window is not 3x faster than the
+ * warm-up before it, and signing at the upper rate for long windows costs minutes.
+ */
+export const WINDOW_HEADROOM = 3;
+export const MIN_WINDOW_RATE = 1000;
+
+/** Events to sign for `seconds` of load at `perSec` (plus the grace period and one each). */
+export function freshEventCount(perSec: number, seconds: number, connections: number): number {
+  return Math.ceil(perSec * (seconds + GRACE_MS / 1000)) + connections;
 }
 
 function rates(load: LoadResult) {
@@ -214,6 +269,57 @@ async function startFrontEnd(
   };
 }
 
+interface RunningRelay {
+  /** http://...: the gateway's upstream; its WebSocket is the same URL as ws:. */
+  url: string;
+  pid: number;
+  nodeId: string;
+}
+
+/** The relay of the run: the one given, else a fresh reference relay or nostr-rs-relay. */
+async function startRelay(
+  cfg: RunConfig,
+  targets: RunTargets,
+  workDir: string,
+  started: { stop(): Promise<unknown> }[],
+  log: (line: string) => void,
+): Promise<RunningRelay> {
+  if (cfg.relayImpl === 'nostr-rs-relay') {
+    if (targets.relayUrl) {
+      throw new Error(
+        '--relay is for a running reference relay; nostr-rs-relay is started per run',
+      );
+    }
+    const relay = await startNostrRsRelay(workDir, log);
+    started.push(relay);
+    return { url: relay.url, pid: relay.pid, nodeId: relay.nodeId };
+  }
+  let relayUrl = targets.relayUrl;
+  if (!relayUrl) {
+    const relay = await spawnSluice([
+      'relay',
+      '--port',
+      '0',
+      '--node-id',
+      'relay-a',
+      '--data-dir',
+      path.join(workDir, 'relay'),
+      '--fresh',
+      '--work-iterations',
+      String(cfg.relayWorkIterations),
+    ]);
+    started.push(relay);
+    relayUrl = relay.url;
+  }
+  const stats = await relayStats(relayUrl);
+  if (stats.workIterations !== cfg.relayWorkIterations) {
+    throw new Error(
+      `the relay at ${relayUrl} does ${stats.workIterations} work iterations per write; this workload needs ${cfg.relayWorkIterations}`,
+    );
+  }
+  return { url: relayUrl, pid: stats.pid, nodeId: stats.nodeId };
+}
+
 export async function runOnce(
   cfg: RunConfig,
   targets: RunTargets,
@@ -223,7 +329,7 @@ export async function runOnce(
   const t0 = performance.now();
   const phase = (what: string) =>
     log(`  [${((performance.now() - t0) / 1000).toFixed(1)}s] ${what}`);
-  const started: SluiceProcess[] = [];
+  const started: { stop(): Promise<unknown> }[] = [];
   const workDir = mkdtempSync(path.join(os.tmpdir(), 'sluice-bench-run-'));
   const base = {
     schema: RESULT_SCHEMA as typeof RESULT_SCHEMA,
@@ -235,44 +341,65 @@ export async function runOnce(
   };
   let clientSettings: Record<string, unknown> | null = null;
   try {
-    const pool = eventPool(POOL_SIZE, cfg.seed);
+    const pool = cfg.freshEvents ? [] : eventPool(POOL_SIZE, cfg.seed);
     const maxBodyBytes = 64 * 1024;
-    let relayUrl = targets.relayUrl;
-    if (!relayUrl) {
-      const relay = await spawnSluice([
-        'relay',
-        '--port',
-        '0',
-        '--node-id',
-        'relay-a',
-        '--data-dir',
-        path.join(workDir, 'relay'),
-        '--fresh',
-        '--work-iterations',
-        String(cfg.relayWorkIterations),
-      ]);
-      started.push(relay);
-      relayUrl = relay.url;
-    }
-    const relay = await relayStats(relayUrl);
-    if (relay.workIterations !== cfg.relayWorkIterations) {
-      throw new Error(
-        `the relay at ${relayUrl} does ${relay.workIterations} work iterations per write; this workload needs ${cfg.relayWorkIterations}`,
-      );
-    }
-    await preload(relayUrl, pool);
-    phase('relay ready, pool loaded');
+    const relay = await startRelay(cfg, targets, workDir, started, log);
+    if (!cfg.freshEvents) await preload(relay.url, pool);
+    phase(`relay ready (${relay.nodeId})${cfg.freshEvents ? '' : ', pool loaded'}`);
 
-    const front = await startFrontEnd(cfg, targets.valkey, relayUrl, workDir, maxBodyBytes);
-    started.push(front.proc);
-    clientSettings = front.settings;
-    phase(`${front.role} ready`);
-    const nodes: ValkeyNode[] = await discoverNodes(targets.valkey);
+    let fresh: FreshEvents | undefined;
+    let signSeconds = 0;
+    /** Signed before the load that uses them starts; never re-sent (see fresh-events.ts). */
+    const signFresh = async (count: number, what: string) => {
+      const t = performance.now();
+      const more = await signFreshEvents({
+        count,
+        authors: cfg.freshEvents!.authors,
+        seed: cfg.seed,
+        label: `${cfg.implementation}:${cfg.mode} ${cfg.workload} ${cfg.relayImpl ?? 'reference'} ${cfg.connections}c ${cfg.durationSec}s run ${cfg.run} ${what}`,
+      });
+      const seconds = (performance.now() - t) / 1000;
+      signSeconds += seconds;
+      fresh = fresh
+        ? {
+            ids: fresh.ids.concat(more.ids),
+            events: fresh.events.concat(more.events),
+            next: fresh.next,
+          }
+        : more;
+      phase(
+        `${count} fresh events for the ${what} signed by ${cfg.freshEvents!.authors} keys in ${seconds.toFixed(1)} s`,
+      );
+    };
+    let windowRate: number | undefined;
+    if (cfg.freshEvents) {
+      const maxPerSec = cfg.freshEvents.maxPerSec;
+      await signFresh(
+        cfg.warmupSec > 0
+          ? freshEventCount(maxPerSec, cfg.warmupSec, cfg.connections)
+          : freshEventCount(maxPerSec, cfg.durationSec, cfg.connections),
+        cfg.warmupSec > 0 ? 'warm-up' : 'window',
+      );
+      if (cfg.warmupSec === 0) windowRate = maxPerSec;
+    }
+
+    const front =
+      cfg.implementation === 'relay-alone'
+        ? undefined
+        : await startFrontEnd(cfg, targets.valkey, relay.url, workDir, maxBodyBytes);
+    if (front) {
+      started.push(front.proc);
+      clientSettings = front.settings;
+      phase(`${front.role} ready`);
+    }
+    // relay-alone: no Valkey in the path, none watched or counted.
+    const nodes: ValkeyNode[] = front ? await discoverNodes(targets.valkey) : [];
     const watched: WatchedProcess[] = [
-      { role: front.role, name: front.role, pid: front.proc.pid },
+      ...(front ? [{ role: front.role, name: front.role, pid: front.proc.pid }] : []),
       { role: 'relay', name: relay.nodeId, pid: relay.pid },
       ...watchedValkey(nodes),
     ];
+    const targetUrl = front ? front.proc.url : relay.url;
 
     const pick = keySampler({
       keys: cfg.keys,
@@ -286,30 +413,39 @@ export async function runOnce(
         ? { 'x-api-key': apiKeyOf(i), 'x-forwarded-for': clientAddress(i) }
         : { 'x-forwarded-for': clientAddress(i) };
     };
+    let exhausted = false;
+    let duplicates = 0;
     const load = (seconds: number, onTick?: (s: number) => void): Promise<LoadResult> =>
       cfg.transport === 'websocket'
         ? runNostrLoad({
-            url: front.proc.url.replace(/^http/, 'ws'),
+            url: targetUrl.replace(/^http/, 'ws'),
             connections: cfg.connections,
             durationSec: seconds,
             events: pool,
+            ...(fresh ? { fresh } : {}),
             headersFor: () => headersFor(),
             onProgress: onTick,
-          }).then((r) => ({
-            wallSeconds: r.wallSeconds,
-            counts: {
-              requests: r.counts.requests,
-              ok2xx: r.counts.ok,
-              limited429: r.counts.limited,
-              otherNon2xx: r.counts.otherRejected,
-              errors: r.counts.errors + r.counts.timeouts,
-              timeouts: r.counts.timeouts,
-              otherStatuses: otherStatuses(r.counts.otherRejected),
-            },
-            latencyMs: r.latencyMs && roundAll(r.latencyMs),
-          }))
+          })
+            .then((r) => {
+              exhausted ||= r.exhausted;
+              duplicates += r.counts.duplicates;
+              return r;
+            })
+            .then((r) => ({
+              wallSeconds: r.wallSeconds,
+              counts: {
+                requests: r.counts.requests,
+                ok2xx: r.counts.ok,
+                limited429: r.counts.limited,
+                otherNon2xx: r.counts.otherRejected,
+                errors: r.counts.errors + r.counts.timeouts,
+                timeouts: r.counts.timeouts,
+                otherStatuses: otherStatuses(r.counts.otherRejected),
+              },
+              latencyMs: r.latencyMs && roundAll(r.latencyMs),
+            }))
         : runHttpLoad({
-            url: front.proc.url,
+            url: targetUrl,
             connections: cfg.connections,
             durationSec: seconds,
             bodies: pool,
@@ -318,26 +454,41 @@ export async function runOnce(
           });
 
     if (cfg.workload === 'flood') {
-      await exhaustFlooders(front.proc.url, cfg, pool[0]!);
+      await exhaustFlooders(targetUrl, cfg, pool[0]!);
       phase('flooders over their limit');
     }
     const label = `${cfg.implementation}:${cfg.mode} ${cfg.workload} ${cfg.connections}c run ${cfg.run}/${cfg.runs}`;
     if (cfg.warmupSec > 0) {
       const bar = progressBar(`${label} warm-up`, cfg.warmupSec);
-      await load(cfg.warmupSec, (s) => bar.update(s));
+      const warm = await load(cfg.warmupSec, (s) => bar.update(s));
       bar.done();
+      if (cfg.freshEvents) {
+        // The window's events, for WINDOW_HEADROOM x the warm-up's rate (a window that sends
+        // more fails: it never re-sends an id).
+        const measured = warm.counts.requests / warm.wallSeconds;
+        windowRate = Math.min(
+          cfg.freshEvents.maxPerSec,
+          Math.max(MIN_WINDOW_RATE, Math.ceil(WINDOW_HEADROOM * measured)),
+        );
+        const left = fresh!.ids.length - fresh!.next;
+        const need = freshEventCount(windowRate, cfg.durationSec, cfg.connections);
+        if (need > left) await signFresh(need - left, 'window');
+      }
     }
     phase('measuring');
-    const before = await commandCalls(nodes);
+    const before = front ? await commandCalls(nodes) : undefined;
     const sampler = new ProcessSampler(watched);
     sampler.start();
     const bar = progressBar(label, cfg.durationSec);
     const result = await load(cfg.durationSec, (s) => bar.update(s));
     bar.done();
     const processes = sampler.stop();
-    const after = await commandCalls(nodes);
+    const after = before ? await commandCalls(nodes) : undefined;
     phase('measured');
-    const reasons = failureReasons(cfg, result);
+    const reasons = [
+      ...failureReasons(cfg, result),
+      ...(fresh ? freshFailures(cfg, fresh, exhausted, duplicates, windowRate) : []),
+    ];
     return {
       ...base,
       status: reasons.length ? 'failed' : 'ok',
@@ -349,7 +500,17 @@ export async function runOnce(
       rates: rates(result),
       latencyMs: result.latencyMs,
       processes,
-      valkey: commandDelta(before, after, result.counts.requests),
+      valkey: before && after ? commandDelta(before, after, result.counts.requests) : null,
+      events: fresh
+        ? {
+            source: 'fresh',
+            signed: fresh.ids.length,
+            signSeconds,
+            sent: fresh.next,
+            duplicates,
+            windowRatePerSec: windowRate ?? null,
+          }
+        : null,
     };
   } catch (err) {
     return failedRun(base, err, clientSettings, log);

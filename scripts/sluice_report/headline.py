@@ -1,0 +1,205 @@
+"""The report's first section: ratios between configurations measured in the same session.
+
+Runs of one session are interleaved: round r runs every configuration once, so run r of a
+gateway and run r of its baseline shared the machine's state at about the same time. Each
+ratio is therefore taken per round (both runs ok) and summarised as the mean over rounds with
+the lowest and highest round. A baseline that is missing, or no round where both are ok,
+gives "n/a" with the reason; nothing is guessed.
+
+- Nostr: EVENT/s (OKs per second) through each gateway configuration / the relay alone, same
+  relay implementation and connections (the relay alone has no Valkey: any topology's gateway
+  compares with it).
+- HTTP light: each sluice client / the fastify-rate-limit peer and / quotas-off, same
+  topology and connections.
+- CPU: the front end's CPU milliseconds per request, per run, next to the peer's (HTTP) or the
+  relay's (Nostr).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from .aggregate import Config
+from .load import REFERENCE_RELAY, Run
+from .names import CEILING, CLIENTS, PEER, RELAY_ALONE, impl_rank, mode_rank
+from .stats import mean
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """numerator / baseline over the rounds where both ran ok."""
+
+    label: str
+    numerator: Config
+    baseline: Optional[Config]
+    values: tuple[float, ...] = ()
+    rounds: tuple[int, ...] = ()
+    why_na: Optional[str] = None
+
+    @property
+    def mean(self) -> Optional[float]:
+        return mean(self.values) if self.values else None
+
+    @property
+    def min(self) -> Optional[float]:
+        return min(self.values) if self.values else None
+
+    @property
+    def max(self) -> Optional[float]:
+        return max(self.values) if self.values else None
+
+
+@dataclass(frozen=True)
+class CpuCost:
+    """CPU ms per request of one role, per ok run."""
+
+    config: Config
+    role: str
+    values: tuple[float, ...]
+    rounds: tuple[int, ...]
+
+    @property
+    def mean(self) -> Optional[float]:
+        return mean(self.values) if self.values else None
+
+    @property
+    def min(self) -> Optional[float]:
+        return min(self.values) if self.values else None
+
+    @property
+    def max(self) -> Optional[float]:
+        return max(self.values) if self.values else None
+
+
+@dataclass
+class Headline:
+    nostr: list[Ratio] = field(default_factory=list)
+    http_vs_peer: list[Ratio] = field(default_factory=list)
+    http_vs_quotas_off: list[Ratio] = field(default_factory=list)
+    cpu: list[tuple[CpuCost, Optional[CpuCost], str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def rate(run: Run) -> Optional[float]:
+    """Answers per second of the measured window (for Nostr: OKs, i.e. EVENT/s)."""
+    return run.per_s("requests")
+
+
+def cpu_ms_per_request(run: Run, role: str) -> Optional[float]:
+    """CPU time of a role's processes over the window per response, in ms.
+
+    cpuPercent.mean is 100 for one core busy, so CPU seconds = mean / 100 x wall seconds.
+    """
+    cpu = run.role_sum(role, "cpu_mean")
+    if cpu is None or run.counts is None or not run.counts.get("requests") or not run.wall_s:
+        return None
+    return cpu / 100.0 * run.wall_s * 1000.0 / run.counts["requests"]
+
+
+def paired(numerator: Config, baseline: Config) -> tuple[tuple[float, ...], tuple[int, ...]]:
+    """Per-round ratios: run r of each, where both are ok and the baseline is above zero."""
+    base = {r.run: rate(r) for r in baseline.ok}
+    values, rounds = [], []
+    for r in sorted(numerator.ok, key=lambda r: r.run):
+        num, den = rate(r), base.get(r.run)
+        if num is not None and den:
+            values.append(num / den)
+            rounds.append(r.run)
+    return tuple(values), tuple(rounds)
+
+
+def _ratio(label: str, numerator: Config, baseline: Optional[Config], missing: str) -> Ratio:
+    if baseline is None:
+        return Ratio(label, numerator, None, why_na=missing)
+    values, rounds = paired(numerator, baseline)
+    if not values:
+        why = ("no round in which both ran ok" if numerator.ok and baseline.ok
+               else f"{'the baseline' if numerator.ok else numerator.implementation} has no ok run")
+        return Ratio(label, numerator, baseline, why_na=why)
+    return Ratio(label, numerator, baseline, values, rounds)
+
+
+def _pick(candidates: list[Config], duration_s: float) -> Optional[Config]:
+    """The same duration first, then the one with most ok runs."""
+    if not candidates:
+        return None
+    return sorted(candidates, key=lambda c: (c.duration_s != duration_s, -len(c.ok),
+                                             c.duration_s))[0]
+
+
+def relay_alone_for(cfg: Config, configs: list[Config]) -> Optional[Config]:
+    return _pick([c for c in configs if c.implementation == RELAY_ALONE
+                  and c.workload == cfg.workload and c.relay_impl == cfg.relay_impl
+                  and c.connections == cfg.connections], cfg.duration_s)
+
+
+def same_scenario(cfg: Config, configs: list[Config], implementation: str) -> Optional[Config]:
+    return _pick([c for c in configs if c.implementation == implementation
+                  and c.mode == cfg.mode and c.workload == cfg.workload
+                  and c.relay_impl == cfg.relay_impl and c.connections == cfg.connections],
+                 cfg.duration_s)
+
+
+def _cost(cfg: Config, role: str) -> Optional[CpuCost]:
+    pairs = [(v, r.run) for r in sorted(cfg.ok, key=lambda r: r.run)
+             if (v := cpu_ms_per_request(r, role)) is not None]
+    if not pairs:
+        return None
+    return CpuCost(cfg, role, tuple(v for v, _ in pairs), tuple(n for _, n in pairs))
+
+
+def _order(c: Config) -> tuple:
+    return (c.relay_impl != REFERENCE_RELAY, c.relay_impl, c.connections, mode_rank(c.mode),
+            impl_rank(c.implementation), c.duration_s)
+
+
+def build(configs: list[Config]) -> Headline:
+    h = Headline()
+    steady = sorted((c for c in configs if not c.is_adaptive), key=_order)
+
+    nostr = [c for c in steady if c.workload == "nostr"]
+    for c in nostr:
+        if c.implementation == RELAY_ALONE:
+            continue
+        base = relay_alone_for(c, configs)
+        r = _ratio(f"{c.implementation} {c.mode}", c, base,
+                   f"no relay-alone runs with the {c.relay_impl} relay at {c.connections} "
+                   f"connections in this session")
+        h.nostr.append(r)
+        c.paired["relay_alone"] = r
+    if nostr and not h.nostr:
+        h.notes.append("Nostr: only relay-alone runs, no gateway to compare with.")
+
+    for c in steady:
+        if c.workload != "light" or c.implementation not in CLIENTS:
+            continue
+        peer = same_scenario(c, configs, PEER)
+        r = _ratio(f"{c.implementation} {c.mode}", c, peer,
+                   f"no {PEER} runs in {c.mode} light at {c.connections} connections")
+        h.http_vs_peer.append(r)
+        c.paired["peer"] = r
+        ceiling = same_scenario(c, configs, CEILING)
+        r = _ratio(f"{c.implementation} {c.mode}", c, ceiling,
+                   f"no {CEILING} runs in {c.mode} light at {c.connections} connections")
+        h.http_vs_quotas_off.append(r)
+        c.paired["quotas_off"] = r
+
+    for c in steady:
+        if c.workload == "light" and c.implementation in CLIENTS:
+            own = _cost(c, "gateway")
+            peer = same_scenario(c, configs, PEER)
+            other = _cost(peer, "peer") if peer else None
+            if own:
+                h.cpu.append((own, other, "" if other else
+                              f"no {PEER} CPU figures in {c.mode} light at {c.connections} "
+                              f"connections"))
+        elif c.workload == "nostr" and c.implementation != RELAY_ALONE:
+            own = _cost(c, "gateway")
+            alone = relay_alone_for(c, configs)
+            other = _cost(alone, "relay") if alone else None
+            if own:
+                h.cpu.append((own, other, "" if other else
+                              f"no relay-alone CPU figures with the {c.relay_impl} relay at "
+                              f"{c.connections} connections"))
+    return h
