@@ -83,6 +83,7 @@ export function installCommand(cargo = 'cargo', env: NodeJS.ProcessEnv = process
       ([spec, v]) => `${cargo} update --manifest-path ${src}/Cargo.toml -p ${spec} --precise ${v}`,
     ),
     `${cargo} install --locked --root ${root} --path ${src}`,
+    `rm -rf ${path.dirname(src)}`,
   ].join(' && ');
 }
 
@@ -164,6 +165,8 @@ export async function ensureNostrRsRelay(
     'building nostr-rs-relay',
   );
   if (!existsSync(binary)) throw new Error(`cargo install left no ${binary}`);
+  // `cargo install --path` builds in the source's target/ (over 1 GB): only bin/ is kept.
+  rmSync(path.dirname(src), { recursive: true, force: true });
   log(`built nostr-rs-relay in ${Math.round((Date.now() - t0) / 1000)} s: ${binary}`);
   return binary;
 }
