@@ -21,9 +21,12 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from .aggregate import Config
-from .load import REFERENCE_RELAY, Run
+from .load import REFERENCE_RELAY, SENDER_ONLY, Run
 from .names import CEILING, CLIENTS, PEER, RELAY_ALONE, impl_rank, mode_rank
 from .stats import mean
+
+# Nostr through the gateway: with signatures verified (the default) and sender-only.
+NOSTR_WORKLOADS = ("nostr", SENDER_ONLY)
 
 
 @dataclass(frozen=True)
@@ -129,8 +132,9 @@ def _pick(candidates: list[Config], duration_s: float) -> Optional[Config]:
 
 
 def relay_alone_for(cfg: Config, configs: list[Config]) -> Optional[Config]:
+    # The relay alone does not verify at the gateway: one baseline for both Nostr scenarios.
     return _pick([c for c in configs if c.implementation == RELAY_ALONE
-                  and c.workload == cfg.workload and c.relay_impl == cfg.relay_impl
+                  and c.workload == "nostr" and c.relay_impl == cfg.relay_impl
                   and c.connections == cfg.connections], cfg.duration_s)
 
 
@@ -158,12 +162,13 @@ def build(configs: list[Config]) -> Headline:
     h = Headline()
     steady = sorted((c for c in configs if not c.is_adaptive), key=_order)
 
-    nostr = [c for c in steady if c.workload == "nostr"]
+    nostr = [c for c in steady if c.workload in NOSTR_WORKLOADS]
     for c in nostr:
         if c.implementation == RELAY_ALONE:
             continue
         base = relay_alone_for(c, configs)
-        r = _ratio(f"{c.implementation} {c.mode}", c, base,
+        label = f"{c.implementation} {c.mode}" + (" (sender only)" if c.workload != "nostr" else "")
+        r = _ratio(label, c, base,
                    f"no relay-alone runs with the {c.relay_impl} relay at {c.connections} "
                    f"connections in this session")
         h.nostr.append(r)
@@ -194,7 +199,7 @@ def build(configs: list[Config]) -> Headline:
                 h.cpu.append((own, other, "" if other else
                               f"no {PEER} CPU figures in {c.mode} light at {c.connections} "
                               f"connections"))
-        elif c.workload == "nostr" and c.implementation != RELAY_ALONE:
+        elif c.workload in NOSTR_WORKLOADS and c.implementation != RELAY_ALONE:
             own = _cost(c, "gateway")
             alone = relay_alone_for(c, configs)
             other = _cost(alone, "relay") if alone else None

@@ -28,6 +28,7 @@ FILENAME_RE = re.compile(
     r"_(?P<connections>\d+)c_(?P<duration>\d+)s_run(?P<run>\d+)\.json$"
 )
 REFERENCE_RELAY = "reference"
+SENDER_ONLY = "nostr-sender-only"
 # What makes a file a run file: its name. Anything else is ignored, even if it is JSON.
 RUN_FILE_RE = re.compile(r"_run\d+\.json$")
 COUNT_FIELDS = ("requests", "ok2xx", "limited429", "otherNon2xx", "errors", "timeouts")
@@ -219,6 +220,10 @@ def parse_run(data: Any, file: str) -> Run:
     implementation = _str(data, "config.implementation")
     mode = _str(data, "config.mode")
     workload = _str(data, "config.workload")
+    # Nostr runs that charge the sender only (no signature verification) are a scenario of
+    # their own, compared with the same relay alone.
+    if workload == "nostr" and cfg.get("nostrIdentity") == "ip":
+        workload = SENDER_ONLY
     connections = _int(data, "config.connections")
     duration = _num(data, "config.durationSec", positive=True)
     run_index = _int(data, "config.run")

@@ -24,6 +24,7 @@ interface RunFlags {
   valkey: string;
   relay?: string;
   relayImpl: string;
+  nostrIdentity: 'pubkey' | 'ip';
   freshEventsPerSec: number;
   authors: number;
   out?: string;
@@ -126,6 +127,15 @@ export function registerBenchRun(bench: Command): void {
       positiveInt,
       FRESH_EVENT_AUTHORS,
     )
+    .addOption(
+      new Option(
+        '--nostr-identity <who>',
+        'nostr: pubkey (signatures verified, authors charged, as configured by default) or ip ' +
+          '(the sender only: no verification)',
+      )
+        .choices(['pubkey', 'ip'])
+        .default('pubkey'),
+    )
     .option('--out <file>', 'result file (default: <out-dir>/<standard name>)')
     .option('--out-dir <dir>', 'results directory (default results/<timestamp>)')
     .action(async (flags: RunFlags) => {
@@ -186,6 +196,7 @@ export function registerBenchRun(bench: Command): void {
         seed: flags.seed,
         relayImpl,
         freshEvents: nostr ? { maxPerSec: flags.freshEventsPerSec, authors: flags.authors } : null,
+        nostrIdentity: nostr ? flags.nostrIdentity : undefined,
       };
       const { writeFileSync, mkdirSync } = await import('node:fs');
       const path = await import('node:path');

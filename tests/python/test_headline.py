@@ -93,6 +93,26 @@ def test_cluster_gateways_divide_by_the_same_relay_alone(session: Path) -> None:
     assert r.values == pytest.approx((0.25, 0.275, 0.225))
 
 
+def test_sender_only_nostr_runs_are_their_own_scenario_against_the_same_relay_alone(
+        tmp_path: Path) -> None:
+    d = tmp_path / "20261123_020000"
+    d.mkdir()
+    for run, (alone, verified, sender_only) in enumerate([(4000, 2000, 3600), (4000, 2400, 3800)],
+                                                         start=1):
+        write(d, nostr_run("relay-alone", alone, run))
+        write(d, nostr_run("iovalkey", verified, run))
+        data = nostr_run("iovalkey", sender_only, run)
+        data["config"]["nostrIdentity"] = "ip"
+        write_run(d, data, f"iovalkey_standalone_nostr-sender-only_50c_10s_run{run}.json")
+    report, _, _ = generate(d)
+    verified = ratio_for(report, "iovalkey standalone")
+    sender_only = ratio_for(report, "iovalkey standalone (sender only)")
+    assert verified.values == pytest.approx((0.5, 0.6))
+    assert sender_only.values == pytest.approx((0.9, 0.95))
+    assert sender_only.baseline is verified.baseline
+    assert not [w for w in report.warnings if "file name says" in w]
+
+
 def test_no_relay_alone_with_that_relay_is_na_with_the_reason(session: Path) -> None:
     report, _, _ = generate(session)
     r = ratio_for(report, "valkey-glide standalone", "nostr-rs-relay")
@@ -175,4 +195,4 @@ def test_third_party_relay_runs_are_their_own_configuration(session: Path) -> No
     glide_nostr = [c for c in report.configs
                    if c.implementation == "valkey-glide" and c.workload == "nostr"]
     assert sorted(c.relay_impl for c in glide_nostr) == ["nostr-rs-relay", "reference"]
-    assert not any("file name says" in w for w in report.warnings)
+    assert not [w for w in report.warnings if "file name says" in w]

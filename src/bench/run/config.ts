@@ -57,15 +57,23 @@ export interface RunConfig {
    * pool, re-sent (HTTP workloads).
    */
   freshEvents?: { maxPerSec: number; authors: number } | null;
+  /**
+   * Nostr: who the gateway charges besides the sender. `pubkey` (the default configuration's
+   * order): every EVENT's signature verified, the author charged, replays answered as
+   * duplicates. `ip`: the sender only, no verification (nostr.verify auto). Absent: pubkey.
+   */
+  nostrIdentity?: 'pubkey' | 'ip';
 }
 
 /**
  * `{implementation}_{mode}_{workload}_{connections}c_{duration}s_run{N}.json` (no ':'), with
- * `_{relayImpl}` after the workload when the relay is not the reference one.
+ * `_{relayImpl}` after the workload when the relay is not the reference one; Nostr runs that
+ * charge the sender only are named `nostr-sender-only`.
  */
 export function runFileName(c: RunConfig): string {
   const relay = c.relayImpl && c.relayImpl !== 'reference' ? `_${c.relayImpl}` : '';
-  const name = `${c.implementation}_${c.mode}_${c.workload}${relay}_${c.connections}c_${c.durationSec}s_run${c.run}.json`;
+  const workload = c.nostrIdentity === 'ip' ? `${c.workload}-sender-only` : c.workload;
+  const name = `${c.implementation}_${c.mode}_${workload}${relay}_${c.connections}c_${c.durationSec}s_run${c.run}.json`;
   if (/[:/\\]/.test(name)) throw new Error(`unsafe result file name: ${name}`);
   return name;
 }

@@ -44,7 +44,11 @@ export function benchGatewayConfig(
     // Nostr: the sender's address, then the verified author (with the seen-ids check that
     // answers a replay itself), as the default configuration does.
     identity: {
-      order: flood ? ['apiKey', 'ip'] : cfg.workload === 'nostr' ? ['pubkey', 'ip'] : ['ip'],
+      order: flood
+        ? ['apiKey', 'ip']
+        : cfg.workload === 'nostr' && cfg.nostrIdentity !== 'ip'
+          ? ['pubkey', 'ip']
+          : ['ip'],
     },
     quotas: {
       enabled: cfg.implementation !== 'quotas-off',
