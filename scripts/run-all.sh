@@ -215,6 +215,8 @@ for w in "${workloads[@]}"; do
     # The relay by itself, once per connection count (it has no Valkey, so no topology):
     # the denominator of "EVENT/s through the gateway / relay alone".
     [ "$w" = nostr ] && configs+=("relay-alone $w $c $(duration_for "$c" standalone)")
+    # And the first client charging the sender only (no verification): the other Nostr ratio.
+    [ "$w" = nostr ] && configs+=("${targets[0]} nostr-sender-only $c $(duration_for "$c" standalone)")
     [ "$baselines" = 1 ] || continue
     for m in "${modes[@]}"; do
       suffix=""
@@ -359,7 +361,7 @@ for run in $(seq 1 "$runs"); do
     [[ "$wl" == adaptive-* ]] && relay=""
     # Nostr: a fresh relay per run (same state for relay-alone and every gateway), unless the
     # user named one with --relay.
-    [ "$wl" = nostr ] && [ -z "$user_relay_url" ] && relay=""
+    [[ "$wl" == nostr* ]] && [ -z "$user_relay_url" ] && relay=""
     set +e
     DURATION="$dur" CONNECTIONS="$conn" REQUEST_TYPE="$wl" RATE_LIMITER_TYPE="$target" \
       WARMUP="$warmup" RUN="$run" RUNS="$runs_of" KEYS="$keys" DISTRIBUTION="$distribution" \

@@ -11,7 +11,8 @@ usage: [VAR=value ...] ./scripts/run-benchmark.sh
 
   DURATION           seconds measured (default 30)
   CONNECTIONS        concurrent connections (default 10)
-  REQUEST_TYPE       light | heavy | flood | nostr | adaptive-none | adaptive-pid | adaptive-lead
+  REQUEST_TYPE       light | heavy | flood | nostr | nostr-sender-only (no verification, the
+                     sender charged only) | adaptive-none | adaptive-pid | adaptive-lead
                      (default light)
   RATE_LIMITER_TYPE  valkey-glide | iovalkey | ioredis | quotas-off | fastify-rate-limit,
                      optionally with :cluster (default valkey-glide); or relay-alone (nostr:
@@ -55,7 +56,7 @@ RELAY_IMPL="${RELAY_IMPL:-reference}"
 case "$RELAY_IMPL" in
   reference) ;;
   nostr-rs-relay)
-    [ "$REQUEST_TYPE" = nostr ] \
+    [[ "$REQUEST_TYPE" == nostr* ]] \
       || die "nostr-rs-relay only speaks Nostr: REQUEST_TYPE=$REQUEST_TYPE needs RELAY_IMPL=reference" ;;
   *) die "RELAY_IMPL: unknown relay '$RELAY_IMPL' (reference, nostr-rs-relay)" ;;
 esac
@@ -95,13 +96,17 @@ else
   fi
 fi
 
-args=(bench run --implementation "$RATE_LIMITER_TYPE" --workload "$REQUEST_TYPE"
+# nostr-sender-only: the Nostr workload with the sender charged only (no verification).
+workload="$REQUEST_TYPE"
+[ "$REQUEST_TYPE" = nostr-sender-only ] && workload=nostr
+args=(bench run --implementation "$RATE_LIMITER_TYPE" --workload "$workload"
   --connections "$CONNECTIONS" --duration "$DURATION" --warmup "${WARMUP:-3}"
   --run "${RUN:-1}" --runs "${RUNS:-1}" --keys "${KEYS:-10000}"
   --distribution "${DISTRIBUTION:-uniform}" --zipf-exponent "${ZIPF_EXPONENT:-1.1}"
   --flood-share "${FLOOD_SHARE:-0.9}" --quota-window-sec "${QUOTA_WINDOW_SEC:-1}"
   --seed "${SEED:-1}" --valkey "$valkey" --relay-impl "$RELAY_IMPL")
 # Unset: the workload's default (100; nostr: 1000000).
+[ "$REQUEST_TYPE" = nostr-sender-only ] && args+=(--nostr-identity ip)
 [ -z "${QUOTA_POINTS:-}" ] || args+=(--quota-points "$QUOTA_POINTS")
 [ -z "${FRESH_EVENTS_PER_SEC:-}" ] || args+=(--fresh-events-per-sec "$FRESH_EVENTS_PER_SEC")
 [ -z "${AUTHORS:-}" ] || args+=(--authors "$AUTHORS")
