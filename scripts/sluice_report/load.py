@@ -218,6 +218,10 @@ def parse_run(data: Any, file: str) -> Run:
     if not isinstance(cfg, dict):
         raise Invalid("config must be an object")
     implementation = _str(data, "config.implementation")
+    # A gateway of several worker processes is a configuration of its own ("iovalkey-2w").
+    workers = cfg.get("workers")
+    if isinstance(workers, int) and workers > 1:
+        implementation = f"{implementation}-{workers}w"
     mode = _str(data, "config.mode")
     workload = _str(data, "config.workload")
     # Nostr runs that charge the sender only (no signature verification) are a scenario of

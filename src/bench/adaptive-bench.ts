@@ -161,6 +161,7 @@ export async function runVariant(
           valkey: { client: valkey.client, mode: valkey.mode, nodes: valkey.nodes },
           upstreams: [{ id: 'relay-a', url: relay.url }],
           logging: { level: 'warn' },
+          workers: 1,
           limits: { maxBodyBytes: 4 * eventBytes },
           quotas: {
             keyPrefix: `adaptive-${variant}-${Date.now()}`,

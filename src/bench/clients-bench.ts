@@ -106,6 +106,7 @@ function gatewayConfig(opts: ClientsBenchOptions, valkey: NodeAddress, relayUrl:
     // The load generator is the only peer; it names its clients in X-Forwarded-For.
     trustedProxies: ['127.0.0.1'],
     logging: { level: 'warn', requests: false },
+    workers: 1,
     identity: { order: ['ip'] },
     ...(opts.maxTrackedClients ? { limits: { maxTrackedClients: opts.maxTrackedClients } } : {}),
     quotas: {

@@ -68,6 +68,7 @@ function gatewayConfig(arm: Arm, valkeyPort: number, relayUrl: string, identitie
     // The load generator is the only peer; it names clients in X-Forwarded-For.
     trustedProxies: ['127.0.0.1'],
     logging: { level: 'warn' },
+    workers: 1,
     quotas: {
       enabled: arm.kind !== 'off',
       keyPrefix: `bench-${Date.now().toString(36)}-${arm.name.replace(/[^a-z0-9]/gi, '')}`,

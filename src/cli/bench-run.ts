@@ -25,6 +25,7 @@ interface RunFlags {
   relay?: string;
   relayImpl: string;
   nostrIdentity: 'pubkey' | 'ip';
+  workers: number;
   freshEventsPerSec: number;
   authors: number;
   out?: string;
@@ -136,6 +137,7 @@ export function registerBenchRun(bench: Command): void {
         .choices(['pubkey', 'ip'])
         .default('pubkey'),
     )
+    .option('--workers <n>', 'gateway processes sharing the port (node:cluster)', positiveInt, 1)
     .option('--out <file>', 'result file (default: <out-dir>/<standard name>)')
     .option('--out-dir <dir>', 'results directory (default results/<timestamp>)')
     .action(async (flags: RunFlags) => {
@@ -197,6 +199,7 @@ export function registerBenchRun(bench: Command): void {
         relayImpl,
         freshEvents: nostr ? { maxPerSec: flags.freshEventsPerSec, authors: flags.authors } : null,
         nostrIdentity: nostr ? flags.nostrIdentity : undefined,
+        workers: flags.workers,
       };
       const { writeFileSync, mkdirSync } = await import('node:fs');
       const path = await import('node:path');

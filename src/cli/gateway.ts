@@ -3,6 +3,9 @@ import type { Command } from 'commander';
 import { ConfigError, loadGatewayConfig } from '../config/load.js';
 import type { ConfigSources } from '../config/load.js';
 import { defaultSaltWarning } from '../config/secrets.js';
+import type { GatewayConfig } from '../config/schema.js';
+import type { Logger as Log } from 'pino';
+import type { ToPrimary, ToWorker } from '../gateway/cluster-messages.js';
 import { listenPort } from './valkey.js';
 
 interface GatewayFlags {
@@ -16,6 +19,15 @@ interface GatewayFlags {
   valkeyNodes?: string;
   upstream?: string[];
   set?: string[];
+  workers?: number | 'auto';
+}
+
+function workersFlag(text: string): number | 'auto' {
+  if (text === 'auto') return 'auto';
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < 1)
+    throw new ConfigError(`--workers "${text}": expected a count or auto`);
+  return n;
 }
 
 function collect(value: string, previous: string[] = []): string[] {
@@ -32,6 +44,7 @@ function overridesFrom(flags: GatewayFlags): Record<string, unknown> {
     'valkey.client': flags.valkeyClient,
     'valkey.mode': flags.valkeyMode,
     'valkey.nodes': flags.valkeyNodes?.split(',').map((s) => s.trim()),
+    workers: flags.workers,
   };
   if (flags.upstream?.length) {
     o.upstreams = flags.upstream.map((spec) => {
@@ -75,6 +88,11 @@ export function registerGateway(program: Command): void {
       new Option('--valkey-mode <mode>', 'Valkey topology').choices(['standalone', 'cluster']),
     )
     .option('--valkey-nodes <list>', 'comma-separated host:port list')
+    .option(
+      '--workers <n>',
+      'gateway processes sharing the port: a number, or auto (one per core)',
+      workersFlag,
+    )
     .option('--upstream <id=url>', "a relay node (repeatable; replaces the file's list)", collect)
     .option(
       '--set <path=value>',
@@ -95,55 +113,129 @@ export function registerGateway(program: Command): void {
       };
       const config = loadGatewayConfig(sources);
       const { default: pino } = await import('pino');
-      const { startGateway } = await import('../gateway/server.js');
+      const { workerCount } = await import('../gateway/cluster-messages.js');
+      const { default: cluster } = await import('node:cluster');
       const log = pino(
         { level: config.logging.level, base: { service: 'sluice-gateway' } },
         pino.destination(2),
       );
-      // Once, at start: SIGHUP does not reload the salt.
+      const workers = workerCount(config.workers);
+      if (workers > 1 && cluster.isPrimary) {
+        await runPrimary(config, sources, workers, log);
+        return;
+      }
+      // Once, at start (in the primary when there is one): SIGHUP does not reload the salt.
       const saltWarning = defaultSaltWarning(config);
-      if (saltWarning) log.warn(saltWarning);
-      const gateway = await startGateway(config, log);
-      // Last resort, once serving. The gateway keeps running: its state is per connection and
-      // per request, so what an unexpected error can have left wrong is the one client it was
-      // handling, while exiting would cut every client off, a lever for anyone who finds such
-      // an error. It is logged and counted (sluice_internal_errors_total, to alert on) instead.
-      // Failures at startup still exit, above.
-      process.on('uncaughtException', (err) => gateway.internalError('uncaught-exception', err));
-      process.on('unhandledRejection', (err) => gateway.internalError('unhandled-rejection', err));
-
-      process.on('SIGHUP', () => {
-        try {
-          const next = loadGatewayConfig(sources);
-          gateway.reload(next);
-          log.info(
-            'configuration reloaded (quotas and identity; listeners, Valkey and upstreams need a restart)',
-          );
-        } catch (err) {
-          log.error(
-            { err: (err as Error).message },
-            'configuration reload rejected; keeping the current one',
-          );
-        }
-      });
-      let stopping = false;
-      const stop = (signal: string) => {
-        if (stopping) return;
-        stopping = true;
-        log.info({ signal }, 'shutting down');
-        const force = setTimeout(() => process.exit(1), config.shutdownGraceMs);
-        force.unref();
-        gateway.close().then(
-          () => process.exit(0),
-          (err: unknown) => {
-            log.error({ err }, 'shutdown failed');
-            process.exit(1);
-          },
-        );
-      };
-      process.on('SIGTERM', () => stop('SIGTERM'));
-      process.on('SIGINT', () => stop('SIGINT'));
-      // Last: whoever reads this line may signal at once, so every handler is in place.
-      console.log(`sluice gateway ready: ${gateway.url} admin=${gateway.adminUrl}`);
+      if (saltWarning && !cluster.isWorker) log.warn(saltWarning);
+      await runGatewayProcess(config, sources, log, cluster.isWorker);
     });
+}
+
+/** Reload from the same sources; a bad file keeps the running configuration. */
+function reloadFrom(sources: ConfigSources, log: Log, apply: (next: GatewayConfig) => void): void {
+  try {
+    apply(loadGatewayConfig(sources));
+    log.info(
+      'configuration reloaded (quotas and identity; listeners, Valkey and upstreams need a restart)',
+    );
+  } catch (err) {
+    log.error(
+      { err: (err as Error).message },
+      'configuration reload rejected; keeping the current one',
+    );
+  }
+}
+
+/** SIGTERM and SIGINT stop once, within the grace period, then exit. */
+function onStopSignals(
+  graceMs: number,
+  log: Log,
+  close: () => Promise<void>,
+): (why: string) => void {
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'shutting down');
+    const force = setTimeout(() => process.exit(1), graceMs);
+    force.unref();
+    close().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        log.error({ err }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+  return stop;
+}
+
+/** One gateway process: alone (with its admin listener), or a worker of a primary. */
+async function runGatewayProcess(
+  config: GatewayConfig,
+  sources: ConfigSources,
+  log: Log,
+  worker: boolean,
+): Promise<void> {
+  const { startGateway } = await import('../gateway/server.js');
+  const gateway = await startGateway(config, log, { adminListener: !worker });
+  // Last resort, once serving. The gateway keeps running: its state is per connection and
+  // per request, so what an unexpected error can have left wrong is the one client it was
+  // handling, while exiting would cut every client off, a lever for anyone who finds such
+  // an error. It is logged and counted (sluice_internal_errors_total, to alert on) instead.
+  // Failures at startup still exit, above.
+  process.on('uncaughtException', (err) => gateway.internalError('uncaught-exception', err));
+  process.on('unhandledRejection', (err) => gateway.internalError('unhandled-rejection', err));
+  const reload = () => reloadFrom(sources, log, (next) => gateway.reload(next));
+  const stop = onStopSignals(config.shutdownGraceMs, log, () => gateway.close());
+  if (!worker) {
+    process.on('SIGHUP', reload);
+    // Last: whoever reads this line may signal at once, so every handler is in place.
+    console.log(`sluice gateway ready: ${gateway.url} admin=${gateway.adminUrl}`);
+    return;
+  }
+  const { AggregatorRegistry } = await import('prom-client');
+  const { isMessage } = await import('../gateway/cluster-messages.js');
+  // Constructing one is what makes prom-client answer the primary's metric requests here.
+  new AggregatorRegistry();
+  AggregatorRegistry.setRegistries([gateway.metricsRegistry]);
+  // The primary signals its workers itself; a SIGHUP sent to the whole group is its to handle.
+  process.on('SIGHUP', () => undefined);
+  process.on('message', (message: unknown) => {
+    if (isMessage<ToWorker>(message, 'sluice:reload')) reload();
+    if (isMessage<Extract<ToWorker, { type: 'sluice:admin' }>>(message, 'sluice:admin')) {
+      void gateway.injectAdmin(message.request).then((response) => {
+        const answer: ToPrimary = { type: 'sluice:admin-response', id: message.id, response };
+        process.send?.(answer);
+      });
+    }
+  });
+  // No orphans: a worker whose primary is gone stops.
+  process.on('disconnect', () => stop('primary gone'));
+  const ready: ToPrimary = { type: 'sluice:ready', url: gateway.url };
+  process.send?.(ready);
+}
+
+/** The primary of `workers` gateway processes: forks them, holds the admin listener. */
+async function runPrimary(
+  config: GatewayConfig,
+  sources: ConfigSources,
+  workers: number,
+  log: Log,
+): Promise<void> {
+  const saltWarning = defaultSaltWarning(config);
+  if (saltWarning) log.warn(saltWarning);
+  const { startPrimary } = await import('../gateway/cluster-primary.js');
+  const primary = await startPrimary(config, workers, log);
+  process.on('uncaughtException', (err) => log.error({ err }, 'primary: uncaught exception'));
+  process.on('unhandledRejection', (err) => log.error({ err }, 'primary: unhandled rejection'));
+  // Checked here first, so a bad file is reported once and no worker sees it.
+  process.on('SIGHUP', () => reloadFrom(sources, log, () => primary.reload()));
+  // Workers have their own grace; the primary waits for them, plus a margin.
+  onStopSignals(config.shutdownGraceMs + 5000, log, () => primary.close());
+  console.log(
+    `sluice gateway ready: ${primary.url} admin=${primary.adminUrl} workers=${primary.workerPids().join(',')}`,
+  );
 }

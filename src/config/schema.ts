@@ -256,6 +256,11 @@ export const GatewayConfigSchema = z
       })
       .prefault({}),
     shutdownGraceMs: positiveInt.default(10_000),
+    /**
+     * Gateway processes sharing the listening port (node:cluster): `auto` is one per core.
+     * With more than one, a primary holds the admin listener and forwards to the workers.
+     */
+    workers: z.union([z.literal('auto'), positiveInt.max(64)]).default('auto'),
   })
   .superRefine((cfg, ctx) => {
     if (isPlaceholderAdminToken(cfg.admin.token)) {

@@ -92,6 +92,8 @@ export class GatewayMetrics {
       help: 'Current limit multiplier per relay node',
       labelNames: ['node', 'source'] as const,
       registers: [this.registry],
+      // Workers each hold the same board: /metrics of a cluster shows their mean, not a sum.
+      aggregator: 'average',
     });
     board.onChange(() => {
       // Reset so a node's old source label does not linger beside its new one.
@@ -105,6 +107,7 @@ export class GatewayMetrics {
       help: 'Whether a relay node is in rotation (1) or not (0)',
       labelNames: ['node'] as const,
       registers: [this.registry],
+      aggregator: 'min',
       collect() {
         for (const node of pool.list()) this.set({ node: node.id }, node.healthy ? 1 : 0);
       },

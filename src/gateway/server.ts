@@ -1,6 +1,7 @@
 import type { Server } from 'node:http';
 import Fastify, { LogController } from 'fastify';
 import type { FastifyBaseLogger } from 'fastify';
+import type { Registry } from 'prom-client';
 import type { GatewayConfig } from '../config/schema.js';
 import { MultiplierBoard } from '../pressure/board.js';
 import { QuotaDecider } from '../quota/decider.js';
@@ -19,7 +20,12 @@ import { attachWebSocketProxy } from './ws-proxy.js';
 
 export interface RunningGateway {
   url: string;
+  /** Empty in a cluster worker: the primary holds the admin listener. */
   adminUrl: string;
+  /** Answer one admin request in process (a cluster worker's admin routes, over IPC). */
+  injectAdmin(request: AdminRequest): Promise<AdminResponse>;
+  /** The registry /metrics shows, for prom-client's cluster aggregator. */
+  metricsRegistry: Registry;
   /** Apply a reloaded configuration: policy, tiers, allow-list (listeners and Valkey stay). */
   reload(config: GatewayConfig): void;
   /** Stop accepting, close WebSockets with 1001, finish in-flight requests, close Valkey. */
@@ -28,11 +34,29 @@ export interface RunningGateway {
   internalError(where: string, err: unknown): void;
 }
 
-/** Wire the gateway from a validated configuration and start both listeners. */
+export interface AdminRequest {
+  method: string;
+  url: string;
+  headers: Record<string, string | string[] | undefined>;
+  body: string;
+}
+
+export interface AdminResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+}
+
+/**
+ * Wire the gateway from a validated configuration and start both listeners; a cluster
+ * worker (`adminListener: false`) starts the public one only.
+ */
 export async function startGateway(
   config: GatewayConfig,
   log: FastifyBaseLogger,
+  options: { adminListener?: boolean } = {},
 ): Promise<RunningGateway> {
+  const adminListener = options.adminListener ?? true;
   const address = new ClientAddress(config.trustedProxies, {
     ipv6PrefixLength: config.identity.ipv6PrefixLength,
   });
@@ -97,7 +121,8 @@ export async function startGateway(
 
   try {
     await app.listen({ host: config.listen.host, port: config.listen.port });
-    await admin.listen({ host: config.admin.host, port: config.admin.port });
+    if (adminListener) await admin.listen({ host: config.admin.host, port: config.admin.port });
+    else await admin.ready();
   } catch (err) {
     pool.stop();
     await Promise.allSettled([app.close(), admin.close(), pressure?.stop(), store.close()]);
@@ -105,10 +130,24 @@ export async function startGateway(
   }
 
   const url = listenUrl(app.server, config.listen.host);
-  const adminUrl = listenUrl(admin.server, config.admin.host);
+  const adminUrl = adminListener ? listenUrl(admin.server, config.admin.host) : '';
   return {
     url,
     adminUrl,
+    metricsRegistry: metrics.registry,
+    async injectAdmin(request) {
+      const res = await admin.inject({
+        method: request.method as 'GET',
+        url: request.url,
+        headers: request.headers,
+        ...(request.body ? { payload: request.body } : {}),
+      });
+      const headers: Record<string, string> = {};
+      for (const [name, value] of Object.entries(res.headers)) {
+        if (value !== undefined) headers[name] = String(value);
+      }
+      return { status: res.statusCode, headers, body: res.body };
+    },
     internalError(where, err) {
       metrics.internalErrors.inc({ where });
       log.error({ err, where }, 'internal error caught by the last-resort handler');

@@ -40,6 +40,8 @@ export async function startGateway(
     upstreams,
     healthCheck: { intervalMs: 500 },
     logging: { level: 'warn' },
+    // One process unless a test asks for workers: 'auto' would fork one per core.
+    workers: 1,
     ...settings,
   };
   writeFileSync(configFile, JSON.stringify(config, null, 2));

@@ -63,6 +63,8 @@ export interface RunConfig {
    * duplicates. `ip`: the sender only, no verification (nostr.verify auto). Absent: pubkey.
    */
   nostrIdentity?: 'pubkey' | 'ip';
+  /** Gateway processes (node:cluster workers); absent: 1. */
+  workers?: number;
 }
 
 /**
@@ -73,7 +75,8 @@ export interface RunConfig {
 export function runFileName(c: RunConfig): string {
   const relay = c.relayImpl && c.relayImpl !== 'reference' ? `_${c.relayImpl}` : '';
   const workload = c.nostrIdentity === 'ip' ? `${c.workload}-sender-only` : c.workload;
-  const name = `${c.implementation}_${c.mode}_${workload}${relay}_${c.connections}c_${c.durationSec}s_run${c.run}.json`;
+  const workers = c.workers && c.workers > 1 ? `-${c.workers}w` : '';
+  const name = `${c.implementation}${workers}_${c.mode}_${workload}${relay}_${c.connections}c_${c.durationSec}s_run${c.run}.json`;
   if (/[:/\\]/.test(name)) throw new Error(`unsafe result file name: ${name}`);
   return name;
 }

@@ -39,6 +39,8 @@ export function benchGatewayConfig(
     // The load generator is the only peer; it names its clients in X-Forwarded-For.
     trustedProxies: ['127.0.0.1'],
     logging: { level: 'warn', requests: false },
+    // One gateway process unless the run asks for more (--workers).
+    workers: cfg.workers ?? 1,
     // One load generator is one source address: its frame rate is what is being measured.
     limits: { maxBodyBytes, framesPerSecPerAddress: 1_000_000 },
     // Nostr: the sender's address, then the verified author (with the seen-ids check that
