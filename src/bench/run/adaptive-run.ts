@@ -3,7 +3,7 @@
  * three times the relay's drain) under one control law, recorded as time series.
  */
 import path from 'node:path';
-import { runVariant } from '../adaptive-bench.js';
+import { runVariant } from './adaptive-variant.js';
 import { runDir } from '../../valkey/paths.js';
 import type { RunConfig } from './config.js';
 import { environment } from './environment.js';

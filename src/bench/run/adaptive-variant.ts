@@ -3,18 +3,14 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { finalizeEvent, generateSecretKey } from 'nostr-tools/pure';
-import { startInstance, stopInstance } from '../valkey/embedded.js';
-import { runDir } from '../valkey/paths.js';
-import { freeLoopbackPort } from '../valkey/ports.js';
-import { parsePrometheusValue } from '../pressure/samplers.js';
-import { spawnBenchRelay, spawnSluice } from './processes.js';
-import { writeResult } from './results.js';
-import type { SluiceProcess } from './processes.js';
-import { median } from './stats.js';
-import { ProcessSampler } from './run/proc-sampler.js';
-import type { ProcessUsage, WatchedProcess } from './run/proc-sampler.js';
-import type { ClientKind, Topology } from '../store/options.js';
-import { BENCH_ADMIN_TOKEN } from './run/gateway-config.js';
+import { parsePrometheusValue } from '../../pressure/samplers.js';
+import { spawnBenchRelay, spawnSluice } from '../processes.js';
+import type { SluiceProcess } from '../processes.js';
+import { median } from '../stats.js';
+import { ProcessSampler } from './proc-sampler.js';
+import type { ProcessUsage, WatchedProcess } from './proc-sampler.js';
+import type { ClientKind, Topology } from '../../store/options.js';
+import { BENCH_ADMIN_TOKEN } from './gateway-config.js';
 
 /** The Valkey a variant's feed and gateways use. */
 export interface AdaptiveValkey {
@@ -317,43 +313,4 @@ export async function runVariant(
     await Promise.allSettled(started.reverse().map((p) => p.stop()));
     rmSync(dataDir, { recursive: true, force: true });
   }
-}
-
-export async function runAdaptiveBench(opts: AdaptiveBenchOptions, log: (line: string) => void) {
-  const env = { ...process.env, SLUICE_RUN_DIR: path.join(runDir(), 'bench-adaptive') };
-  const quiet = { info: () => undefined, warn: log };
-  const valkey = { topology: 'standalone' as const, port: await freeLoopbackPort() };
-  await startInstance(valkey, quiet, env);
-  const results = [];
-  try {
-    for (const variant of opts.variants) {
-      log(
-        `variant ${variant}: ${opts.calmSec}s calm, then ${opts.overloadSec}s at ${opts.overload}x the relay's drain`,
-      );
-      const nodes = [`127.0.0.1:${valkey.port}`];
-      results.push(
-        await runVariant(variant, opts, { client: 'ioredis', mode: 'standalone', nodes }, env, log),
-      );
-    }
-  } finally {
-    await stopInstance(valkey, quiet, env);
-  }
-  const file = writeResult(opts.outDir, 'adaptive.json', 'adaptive-bench', {
-    options: opts,
-    variants: results,
-  });
-  return { summaries: results.map((r) => r.summary), file };
-}
-
-export function formatAdaptiveSummary(rows: VariantSummary[]): string {
-  const name = { none: 'no adaptation', pid: 'reference PID', lead: 'sluice lead law' } as const;
-  const fmt = (x: number | null, d = 1) => (x === null ? '-' : x.toFixed(d));
-  return [
-    '| variant | peak memory / target | time above target s | emergency in / out | accepted / sustainable | m peak-to-peak | u peak-to-peak | propagation p50 / p99 ms |',
-    '| --- | --- | --- | --- | --- | --- | --- | --- |',
-    ...rows.map(
-      (r) =>
-        `| ${name[r.variant]} | ${r.peakUOverTarget.toFixed(2)} | ${r.secondsAboveTarget.toFixed(1)} | ${r.emergencyEntries} / ${r.emergencyExits} | ${r.acceptedShareOfSustainable.toFixed(2)} (${r.acceptedPerSec.toFixed(1)} of ${r.sustainablePerSec.toFixed(1)}/s) | ${r.mPeakToPeak.toFixed(2)} | ${r.uPeakToPeak.toFixed(2)} | ${fmt(r.propagationP50Ms)} / ${fmt(r.propagationP99Ms)} |`,
-    ),
-  ].join('\n');
 }
