@@ -35,6 +35,8 @@ usage: ./scripts/run-all.sh [options]        (no options on a terminal: a menu)
   --relay URL             use a running relay for light/flood (heavy: --heavy-relay URL,
                           which must run with --work-iterations 500); Nostr runs start a fresh
                           relay each, unless this is given
+  --rate N                HTTP workloads: offer N requests/s per run (open loop, latency from
+                          each request's intended send time) instead of the closed loop
   --seed N                seed of the run order, event pool and key draw (default 1)
   --help                  this text
 
@@ -53,6 +55,7 @@ keys=10000
 distribution="uniform"
 baselines=1
 seed=1
+rate=""
 quick=0
 valkey_standalone=""
 valkey_cluster=""
@@ -113,6 +116,7 @@ while [ "$#" -gt 0 ]; do
     --heavy-relay) need "$@"; heavy_relay_url="$2"; shift ;;
     --relay-impl) need "$@"; relay_impl="$2"; shift ;;
     --seed) need "$@"; seed="$2"; shift ;;
+    --rate) need "$@"; rate="$2"; shift ;;
     -h | --help) usage; exit 0 ;;
     *) usage >&2; die "unknown option: $1" ;;
   esac
@@ -366,7 +370,7 @@ for run in $(seq 1 "$runs"); do
     DURATION="$dur" CONNECTIONS="$conn" REQUEST_TYPE="$wl" RATE_LIMITER_TYPE="$target" \
       WARMUP="$warmup" RUN="$run" RUNS="$runs_of" KEYS="$keys" DISTRIBUTION="$distribution" \
       SEED="$seed" VALKEY_STANDALONE="$valkey" VALKEY_CLUSTER="$valkey" RELAY_URL="$relay" \
-      RELAY_IMPL="$relay_impl" \
+      RELAY_IMPL="$relay_impl" RATE="$([[ "$wl" == light || "$wl" == heavy || "$wl" == flood ]] && echo "$rate")" \
       RESULTS_DIR="$RESULTS_DIR" "$ROOT/scripts/run-benchmark.sh"
     rc=$?
     set -e

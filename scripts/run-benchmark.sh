@@ -19,6 +19,8 @@ usage: [VAR=value ...] ./scripts/run-benchmark.sh
                      the load straight to the relay, no gateway)
   RELAY_IMPL         reference | nostr-rs-relay (nostr only; built from crates.io on first use
                      and cached, see README) (default reference)
+  RATE               HTTP: offer N requests/s (open loop, latency from intended send times)
+                     instead of the closed loop (default: closed)
   OUTPUT_FILE        result file (default results/<timestamp>/<standard name>.json)
 
   WARMUP             seconds of unrecorded load first (default 3)
@@ -107,6 +109,8 @@ args=(bench run --implementation "$RATE_LIMITER_TYPE" --workload "$workload"
   --seed "${SEED:-1}" --valkey "$valkey" --relay-impl "$RELAY_IMPL")
 # Unset: the workload's default (100; nostr: 1000000).
 [ "$REQUEST_TYPE" = nostr-sender-only ] && args+=(--nostr-identity ip)
+# Open loop: a fixed offered rate, latency from each request's intended send time.
+[ -z "${RATE:-}" ] || args+=(--rate "$RATE")
 [ -z "${QUOTA_POINTS:-}" ] || args+=(--quota-points "$QUOTA_POINTS")
 [ -z "${FRESH_EVENTS_PER_SEC:-}" ] || args+=(--fresh-events-per-sec "$FRESH_EVENTS_PER_SEC")
 [ -z "${AUTHORS:-}" ] || args+=(--authors "$AUTHORS")

@@ -228,6 +228,10 @@ def parse_run(data: Any, file: str) -> Run:
     # their own, compared with the same relay alone.
     if workload == "nostr" and cfg.get("nostrIdentity") == "ip":
         workload = SENDER_ONLY
+    # An open-loop (arrival-rate) run is its own scenario: "light-rate3000".
+    rate = cfg.get("rate")
+    if isinstance(rate, int) and rate > 0:
+        workload = f"{workload}-rate{rate}"
     connections = _int(data, "config.connections")
     duration = _num(data, "config.durationSec", positive=True)
     run_index = _int(data, "config.run")

@@ -26,6 +26,7 @@ interface RunFlags {
   relayImpl: string;
   nostrIdentity: 'pubkey' | 'ip';
   workers: number;
+  rate?: number;
   freshEventsPerSec: number;
   authors: number;
   out?: string;
@@ -138,6 +139,12 @@ export function registerBenchRun(bench: Command): void {
         .default('pubkey'),
     )
     .option('--workers <n>', 'gateway processes sharing the port (node:cluster)', positiveInt, 1)
+    .option(
+      '--rate <n>',
+      'HTTP: offer this many requests per second (open loop, latency from each intended send ' +
+        'time; --connections bounds those in flight) instead of the closed loop',
+      positiveInt,
+    )
     .option('--out <file>', 'result file (default: <out-dir>/<standard name>)')
     .option('--out-dir <dir>', 'results directory (default results/<timestamp>)')
     .action(async (flags: RunFlags) => {
@@ -155,6 +162,11 @@ export function registerBenchRun(bench: Command): void {
       ) {
         throw new Error(
           `the peer baseline runs the light and heavy workloads only (it has no tiers and no WebSocket), not ${workload}`,
+        );
+      }
+      if (flags.rate && (workload === 'nostr' || adaptive)) {
+        throw new Error(
+          `--rate (open loop) drives the HTTP workloads only, not ${workload} (its connections wait for each answer)`,
         );
       }
       const relayImpl = flags.relayImpl as RelayImpl;
@@ -200,6 +212,7 @@ export function registerBenchRun(bench: Command): void {
         freshEvents: nostr ? { maxPerSec: flags.freshEventsPerSec, authors: flags.authors } : null,
         nostrIdentity: nostr ? flags.nostrIdentity : undefined,
         workers: flags.workers,
+        rate: flags.rate ?? null,
       };
       const { writeFileSync, mkdirSync } = await import('node:fs');
       const path = await import('node:path');

@@ -65,6 +65,8 @@ export interface RunConfig {
   nostrIdentity?: 'pubkey' | 'ip';
   /** Gateway processes (node:cluster workers); absent: 1. */
   workers?: number;
+  /** HTTP: a fixed offered rate (open loop, latency from intended send times); absent: closed. */
+  rate?: number | null;
 }
 
 /**
@@ -74,7 +76,12 @@ export interface RunConfig {
  */
 export function runFileName(c: RunConfig): string {
   const relay = c.relayImpl && c.relayImpl !== 'reference' ? `_${c.relayImpl}` : '';
-  const workload = c.nostrIdentity === 'ip' ? `${c.workload}-sender-only` : c.workload;
+  const workload =
+    c.nostrIdentity === 'ip'
+      ? `${c.workload}-sender-only`
+      : c.rate
+        ? `${c.workload}-rate${c.rate}`
+        : c.workload;
   const workers = c.workers && c.workers > 1 ? `-${c.workers}w` : '';
   const name = `${c.implementation}${workers}_${c.mode}_${workload}${relay}_${c.connections}c_${c.durationSec}s_run${c.run}.json`;
   if (/[:/\\]/.test(name)) throw new Error(`unsafe result file name: ${name}`);

@@ -13,6 +13,8 @@ import type { RunConfig } from './config.js';
 import { eventPool, preload } from './event-pool.js';
 import { BENCH_ADMIN_TOKEN, BENCH_VALKEY_TIMEOUTS, benchGatewayConfig } from './gateway-config.js';
 import { runHttpLoad } from './http-load.js';
+import { runArrivalLoad } from './arrival-load.js';
+import type { ArrivalLoadResult } from './arrival-load.js';
 import type { LoadResult } from './http-load.js';
 import { apiKeyOf, clientAddress, keySampler } from './keys.js';
 import { ProcessSampler } from './proc-sampler.js';
@@ -59,6 +61,8 @@ export interface RunResult {
   valkey: CommandDelta | null;
   timeseries: Record<string, unknown[]> | null;
   adaptive: Record<string, unknown> | null;
+  /** How the load was offered; absent in files from before arrival mode. */
+  load?: ArrivalLoadResult['load'] | { mode: 'closed' };
   /**
    * Nostr with fresh events: how many were signed (and how long that took, before the
    * warm-up), how many the warm-up and the window sent, and how many OKs said duplicate.
@@ -444,14 +448,24 @@ export async function runOnce(
               },
               latencyMs: r.latencyMs && roundAll(r.latencyMs),
             }))
-        : runHttpLoad({
-            url: targetUrl,
-            connections: cfg.connections,
-            durationSec: seconds,
-            bodies: pool,
-            headersFor,
-            onTick,
-          });
+        : cfg.rate
+          ? runArrivalLoad({
+              url: targetUrl,
+              rate: cfg.rate,
+              connections: cfg.connections,
+              durationSec: seconds,
+              bodies: pool,
+              headersFor,
+              onTick,
+            })
+          : runHttpLoad({
+              url: targetUrl,
+              connections: cfg.connections,
+              durationSec: seconds,
+              bodies: pool,
+              headersFor,
+              onTick,
+            });
 
     if (cfg.workload === 'flood') {
       await exhaustFlooders(targetUrl, cfg, pool[0]!);
@@ -485,8 +499,14 @@ export async function runOnce(
     const processes = sampler.stop();
     const after = before ? await commandCalls(nodes) : undefined;
     phase('measured');
+    const arrival = 'load' in result ? (result as ArrivalLoadResult).load : null;
     const reasons = [
       ...failureReasons(cfg, result),
+      ...(arrival?.unsent
+        ? [
+            `${arrival.unsent} requests due at ${arrival.offeredRate}/s were never sent: every connection stayed busy (the offered rate is past what the system answers)`,
+          ]
+        : []),
       ...(fresh ? freshFailures(cfg, fresh, exhausted, duplicates, windowRate) : []),
     ];
     return {
@@ -499,6 +519,9 @@ export async function runOnce(
       counts: result.counts,
       rates: rates(result),
       latencyMs: result.latencyMs,
+      // closed: each connection waits for its answer (latency from send); arrival: a fixed
+      // offered rate, latency from each request's intended send time.
+      load: arrival ?? { mode: 'closed' },
       processes,
       valkey: before && after ? commandDelta(before, after, result.counts.requests) : null,
       events: fresh

@@ -4,7 +4,8 @@ import type { RunResult } from './runner.js';
 /** One line per run for the log: what ran, what it measured, where the file is. */
 export function formatRunLine(r: RunResult, file: string): string {
   const c = r.config;
-  const head = `${c.implementation}:${c.mode} ${c.workload} ${c.connections}c ${c.durationSec}s run ${c.run}/${c.runs}`;
+  const offered = c.rate ? ` at ${c.rate}/s offered (open loop)` : '';
+  const head = `${c.implementation}:${c.mode} ${c.workload}${offered} ${c.connections}c ${c.durationSec}s run ${c.run}/${c.runs}`;
   if (r.status !== 'ok' || !r.rates || !r.counts) {
     return `${head}: FAILED (${r.failureReasons.join('; ')}) -> ${path.basename(file)}`;
   }
