@@ -6,18 +6,12 @@
  */
 import http from 'node:http';
 import { percentiles } from '../ws-load.js';
-import type { LoadResult } from './http-load.js';
+import type { HttpLoadOptions, LoadResult } from './http-load.js';
 
-export interface ArrivalLoadOptions {
-  url: string;
+/** The closed loop's options, `connections` bounding the requests in flight, and a rate. */
+export interface ArrivalLoadOptions extends HttpLoadOptions {
   /** Offered requests per second. */
   rate: number;
-  /** At most this many requests in flight, on as many keep-alive sockets. */
-  connections: number;
-  durationSec: number;
-  bodies: string[];
-  headersFor: () => Record<string, string>;
-  onTick?: (elapsedSec: number) => void;
 }
 
 export interface ArrivalLoadResult extends LoadResult {
