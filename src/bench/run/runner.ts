@@ -84,6 +84,12 @@ function roundAll<T extends object>(values: T): T {
   ) as T;
 }
 
+/** The worker pids a multi-worker gateway's ready line names (`workers=1,2`); none else. */
+function workerPidsOf(readyLine: string | undefined): number[] {
+  const list = readyLine && /workers=([\d,]+)/.exec(readyLine)?.[1];
+  return list ? list.split(',').map(Number) : [];
+}
+
 /** Nostr rejections other than rate-limited, in the shape HTTP statuses take. */
 function otherStatuses(otherRejected: number): Record<string, number> {
   return otherRejected ? { 'OK false': otherRejected } : {};
@@ -400,6 +406,12 @@ export async function runOnce(
     const nodes: ValkeyNode[] = front ? await discoverNodes(targets.valkey) : [];
     const watched: WatchedProcess[] = [
       ...(front ? [{ role: front.role, name: front.role, pid: front.proc.pid }] : []),
+      // A multi-worker gateway: the workers do the proxying, the primary (above) the admin.
+      ...workerPidsOf(front?.proc.readyLine).map((pid) => ({
+        role: 'gateway' as const,
+        name: `gateway worker ${pid}`,
+        pid,
+      })),
       { role: 'relay', name: relay.nodeId, pid: relay.pid },
       ...watchedValkey(nodes),
     ];
