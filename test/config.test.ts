@@ -101,6 +101,9 @@ describe('gateway configuration', { timeout: 30_000 }, () => {
       loadGatewayConfig({ file: file('v.yaml', minimal + extra), env: {} }).nostr.verify;
     assert.equal(load(''), 'auto');
     assert.equal(load('nostr:\n  verify: always\n'), 'always');
+    // The relay's OK vouches for the author: allowed with the pubkey identity (the default order).
+    assert.equal(load('nostr:\n  verify: relay\n'), 'relay');
+    assert.throws(() => load('nostr:\n  verify: never\n'), /auto, always or relay/);
     assert.equal(load('nostr:\n  verifySignatures: true\n'), 'always');
     assert.equal(
       load('identity:\n  order: [apiKey, ip]\nnostr:\n  verifySignatures: false\n'),

@@ -237,11 +237,15 @@ export const GatewayConfigSchema = z
         deprecatedVerifySignatures,
         z.object({
           /**
-           * When EVENT signatures are checked: `auto`, only where something needs the author
-           * (the pubkey identity); `always`, every EVENT (the relay then never sees a forgery);
-           * `never` (refused with the pubkey identity).
+           * Who checks EVENT signatures: `auto`, the gateway, only where something needs the
+           * author (the pubkey identity, with quotas on), before the relay sees the event;
+           * `always`, the gateway, every EVENT (the relay then never sees a forgery); `relay`,
+           * the relay alone: the author is charged when the relay accepts the event (its `OK`
+           * true proves the signature), and refused beforehand once known over its limit, so
+           * an author may overrun its quota by the events it has in flight; `never` (refused
+           * with the pubkey identity).
            */
-          verify: z.enum(['auto', 'always', 'never']).default('auto'),
+          verify: z.enum(['auto', 'always', 'relay', 'never']).default('auto'),
           /** EVENTs failing verification on one connection before it is closed (1008). */
           maxInvalidEvents: positiveInt.default(10),
         }),
@@ -302,7 +306,7 @@ export const GatewayConfigSchema = z
         code: 'custom',
         path: ['identity', 'order'],
         message:
-          "the pubkey identity needs signatures verified (nostr.verify auto or always; else a client could drain another's quota)",
+          "the pubkey identity needs signatures verified (nostr.verify auto, always or relay; else a client could drain another's quota)",
       });
     }
   });

@@ -56,6 +56,8 @@ export interface FrameVerdict {
   reply?: unknown[];
   /** Close the client with this code after the reply. */
   close?: { code: number; reason: string };
+  /** nostr.verify relay: charge this author once the relay accepts the event with this id. */
+  chargeOnAccept?: { id: string; author: Identity };
 }
 
 const FORWARD: FrameVerdict = { forward: true };
@@ -193,7 +195,11 @@ export class Admission {
     });
     const refusedSender = await this.charge(this.sender(conn), conn, 'write');
     if (refusedSender !== undefined) return notOk(refusedSender);
-    if (!verifies(nostr.verify, identity.order)) return FORWARD;
+    const quotasOn = ctx.config.quotas.enabled;
+    if (nostr.verify === 'relay' && quotasOn && identity.order.includes('pubkey')) {
+      return this.authorAfterRelay(conn, event);
+    }
+    if (!verifies(nostr.verify, identity.order, quotasOn)) return FORWARD;
     if (!verifySignature(event)) {
       conn.invalidEvents++;
       ctx.metrics.frames.inc({ type: 'INVALID_SIGNATURE' });
@@ -204,7 +210,7 @@ export class Admission {
         close: { code: 1008, reason: 'too many events that do not verify' },
       };
     }
-    if (!identity.order.includes('pubkey')) return FORWARD;
+    if (!quotasOn || !identity.order.includes('pubkey')) return FORWARD;
     const author = makeIdentity('pubkey', event.pubkey, ctx.policy.defaultTier, identity.keySalt);
     const seen = await this.claimFirstSight(event.id, author);
     if (seen === 'duplicate') {
@@ -219,6 +225,37 @@ export class Admission {
     // Not admitted: its author may send it again later, so it was never "seen".
     if (seen === 'claimed') await ctx.store.kv.del(seenKey(ctx, event.id)).catch(() => undefined);
     return notOk(refusedAuthor);
+  }
+
+  /**
+   * nostr.verify relay: the relay checks the signature, and its `OK` true charges the author
+   * (see `accepted`). Until then only what this process already knows can refuse the author:
+   * its in-memory block, set by an earlier charge that reached the limit.
+   */
+  private authorAfterRelay(conn: ConnectionFacts, event: Event): FrameVerdict {
+    const { ctx } = this;
+    const author = makeIdentity(
+      'pubkey',
+      event.pubkey,
+      ctx.policy.defaultTier,
+      ctx.config.identity.keySalt,
+    );
+    const known = ctx.decider.knownOverLimit({
+      identity: author,
+      cls: 'write',
+      nodeId: conn.nodeId,
+    });
+    if (!known) return { forward: true, chargeOnAccept: { id: event.id, author } };
+    recordDecision(ctx, known, 'write', conn.nodeId);
+    return { forward: false, reply: ['OK', event.id, false, nostrRejection(known)] };
+  }
+
+  /**
+   * The relay accepted an event forwarded under nostr.verify relay: its author pays now. A
+   * refusal cannot take the event back; it blocks the author's next ones (in memory).
+   */
+  async accepted(conn: ConnectionFacts, author: Identity): Promise<void> {
+    await this.charge(author, conn, 'write');
   }
 
   /**
@@ -266,12 +303,16 @@ export class Admission {
   }
 }
 
-/** Verification costs ~0.25 ms of CPU an event: only where the author is needed, or asked for. */
+/**
+ * Whether the gateway verifies an EVENT itself (~0.25 ms of CPU): only where the author is
+ * charged (the pubkey identity with quotas on), or when asked for every event.
+ */
 export function verifies(
   mode: GatewayContext['config']['nostr']['verify'],
   order: readonly string[],
+  quotasEnabled: boolean,
 ): boolean {
-  return mode === 'always' || (mode === 'auto' && order.includes('pubkey'));
+  return mode === 'always' || (mode === 'auto' && quotasEnabled && order.includes('pubkey'));
 }
 
 function answer(problem: Problem, headers: Record<string, string> = {}): HttpVerdict {

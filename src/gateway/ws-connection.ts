@@ -1,4 +1,5 @@
 import type { RawData, WebSocket } from 'ws';
+import type { Identity } from '../quota/policy.js';
 import type { ConnectionFacts } from './admission.js';
 import type { GatewayContext } from './context.js';
 
@@ -14,6 +15,10 @@ const HIGH_WATER = 1024 * 1024;
 const LOW_WATER = 256 * 1024;
 /** A client closed for not reading gets this long to take its close frame before it is cut. */
 const SLOW_CLOSE_GRACE_MS = 1000;
+/** Events awaiting the relay's OK to charge their author (nostr.verify relay), per connection. */
+const MAX_AWAITING_OK = 1024;
+/** The head of a relay's OK: `["OK","<id>",true|false,"<message>`, compact or spaced. */
+const OK_HEAD = /^\s*\[\s*"OK"\s*,\s*"([0-9a-f]{64})"\s*,\s*(true|false)\s*,\s*"(duplicate:)?/;
 
 /** Close codes a peer may send; reserved ones (1005, 1006, 1015) are mapped. */
 export function relayableCloseCode(code: number): number {
@@ -43,6 +48,8 @@ export class ProxiedConnection {
   private readonly clientBound: { high: number; low: number; max: number };
   /** What the admission step knows and counts of this connection. */
   private readonly facts: ConnectionFacts;
+  /** Forwarded event id -> the author to charge when the relay accepts it (oldest first). */
+  private readonly awaitingOk = new Map<string, Identity>();
 
   constructor(
     private readonly client: WebSocket,
@@ -56,7 +63,10 @@ export class ProxiedConnection {
     const high = Math.min(HIGH_WATER, Math.floor(max / 2));
     this.clientBound = { high, low: Math.floor(high / 4), max };
     client.on('message', (data, isBinary) => this.enqueue(data, isBinary));
-    upstream.on('message', (data, isBinary) => this.toClient(data, isBinary));
+    upstream.on('message', (data, isBinary) => {
+      if (this.awaitingOk.size > 0 && !isBinary) this.settle(toBuffer(data));
+      this.toClient(data, isBinary);
+    });
     client.on('close', (code) =>
       this.closeBoth(relayableCloseCode(code), 'client closed', 'client'),
     );
@@ -102,6 +112,8 @@ export class ProxiedConnection {
 
   private async handle(data: Buffer, isBinary: boolean): Promise<void> {
     const verdict = await this.ctx.admission.frame(this.facts, data, isBinary);
+    if (verdict.chargeOnAccept)
+      this.awaitOk(verdict.chargeOnAccept.id, verdict.chargeOnAccept.author);
     if (verdict.forward) this.toUpstream(data);
     if (verdict.reply) this.send(verdict.reply);
     if (verdict.close) {
@@ -109,6 +121,29 @@ export class ProxiedConnection {
       this.send(['NOTICE', `restricted: ${verdict.close.reason}; closing the connection`]);
       this.closeBoth(verdict.close.code, verdict.close.reason, 'gateway');
     }
+  }
+
+  private awaitOk(id: string, author: Identity): void {
+    this.awaitingOk.delete(id);
+    this.awaitingOk.set(id, author);
+    // A relay that never answers must not grow this: the oldest is dropped, never charged.
+    if (this.awaitingOk.size > MAX_AWAITING_OK) {
+      this.awaitingOk.delete(this.awaitingOk.keys().next().value!);
+    }
+  }
+
+  /** A relay message that accepts an awaited event charges its author; a duplicate does not. */
+  private settle(data: Buffer): void {
+    const head = OK_HEAD.exec(data.toString('latin1', 0, 160));
+    if (!head) return;
+    const author = this.awaitingOk.get(head[1]!);
+    if (!author) return;
+    this.awaitingOk.delete(head[1]!);
+    if (head[2] !== 'true' || head[3]) return;
+    this.ctx.admission.accepted(this.facts, author).catch((err: unknown) => {
+      this.ctx.metrics.internalErrors.inc({ where: 'frame' });
+      this.ctx.log.error({ err }, 'charging an accepted event failed');
+    });
   }
 
   private send(message: unknown[]): void {
@@ -181,6 +216,7 @@ export class ProxiedConnection {
     if (this.closed) return;
     this.closed = true;
     this.queue.length = 0;
+    this.awaitingOk.clear();
     for (const [name, ws] of [
       ['client', this.client],
       ['upstream', this.upstream],

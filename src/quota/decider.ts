@@ -160,6 +160,31 @@ export class QuotaDecider {
     return this.decideWithoutStore(req, key, base, points, shape);
   }
 
+  /**
+   * A refusal when this process already knows the identity is over its limit (its in-memory
+   * block), without consuming anything or asking Valkey; null otherwise.
+   */
+  knownOverLimit(req: Omit<QuotaRequest, 'cost' | 'ip'>): QuotaDecision | null {
+    if (!this.settings.enabled || !this.settings.inMemoryBlock) return null;
+    const limit = this.effectiveLimit(req.identity.tier, req.cls, req.nodeId);
+    if (!limit || limit.points <= 0) return null;
+    const { base, multiplier, points } = limit;
+    const blocks = this.blocks.get(this.prefix(req.cls, req.identity.tier, base.windowSec));
+    const ms = blocks ? blocks.msBlocked(req.identity.key, points) : 0;
+    if (ms <= 0) return null;
+    return {
+      outcome: 'limited',
+      admitted: false,
+      policy: POLICY_NAMES[req.cls],
+      limit: points,
+      windowSec: base.windowSec,
+      remaining: 0,
+      resetSec: secondsUntil(ms),
+      multiplier,
+      fromMemory: true,
+    };
+  }
+
   /** True while Valkey is being skipped after a failure. */
   get storeDown(): boolean {
     return this.now() < this.storeDownUntil;

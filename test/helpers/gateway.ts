@@ -115,6 +115,17 @@ export async function admin(
   });
 }
 
+/** A metric's value on the admin listener: the series `name{labels}` exactly; 0 when absent. */
+export async function metricValue(
+  gw: GatewayUnderTest,
+  name: string,
+  labels: string,
+): Promise<number> {
+  const res = await admin(gw, 'GET', '/metrics');
+  const line = res.body.split('\n').find((l) => l.startsWith(`${name}{${labels}}`));
+  return line ? Number(line.split(' ').pop()) : 0;
+}
+
 /** A Nostr client on one WebSocket that collects every message it receives. */
 export class NostrClient {
   readonly received: unknown[][] = [];

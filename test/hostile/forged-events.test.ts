@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { finalizeEvent, generateSecretKey } from 'nostr-tools/pure';
 import type { Event } from 'nostr-tools/pure';
-import { NostrClient, admin, startGateway } from '../helpers/gateway.js';
+import { NostrClient, admin, metricValue, startGateway } from '../helpers/gateway.js';
 import type { GatewayUnderTest } from '../helpers/gateway.js';
 import { startRelay } from '../helpers/processes.js';
 import type { RelayProcess } from '../helpers/processes.js';
@@ -37,12 +37,6 @@ function closed(client: NostrClient, timeoutMs = 10_000): Promise<number> {
       resolve(code);
     });
   });
-}
-
-async function metric(gw: GatewayUnderTest, name: string, labels: string): Promise<number> {
-  const res = await admin(gw, 'GET', '/metrics');
-  const line = res.body.split('\n').find((l) => l.startsWith(`${name}{${labels}}`));
-  return line ? Number(line.split(' ').pop()) : 0;
 }
 
 describe('events that do not verify', { timeout: 90_000 }, () => {
@@ -81,7 +75,7 @@ describe('events that do not verify', { timeout: 90_000 }, () => {
   it('charges the sender before verifying: past its quota, forgeries are not verified', async () => {
     const attacker = await NostrClient.connect(gw.url, '127.0.11.2');
     clients.push(attacker);
-    const before = await metric(gw, 'sluice_frames_total', 'type="INVALID_SIGNATURE"');
+    const before = await metricValue(gw, 'sluice_frames_total', 'type="INVALID_SIGNATURE"');
     const sent = 40;
     for (let i = 0; i < sent; i++) attacker.send(['EVENT', forged(i)]);
     await attacker.until((m) => m.filter((x) => x[0] === 'OK').length === sent);
@@ -93,7 +87,7 @@ describe('events that do not verify', { timeout: 90_000 }, () => {
       'no forgery is accepted',
     );
     const verifiedAndFailed =
-      (await metric(gw, 'sluice_frames_total', 'type="INVALID_SIGNATURE"')) - before;
+      (await metricValue(gw, 'sluice_frames_total', 'type="INVALID_SIGNATURE"')) - before;
     assert.equal(verifiedAndFailed, LIMIT, 'only the charged forgeries were verified');
 
     const usage = JSON.parse((await admin(gw, 'GET', '/admin/clients/ip:127.0.11.2')).body) as {
