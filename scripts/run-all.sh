@@ -219,8 +219,10 @@ for w in "${workloads[@]}"; do
     # The relay by itself, once per connection count (it has no Valkey, so no topology):
     # the denominator of "EVENT/s through the gateway / relay alone".
     [ "$w" = nostr ] && configs+=("relay-alone $w $c $(duration_for "$c" standalone)")
-    # And the first client charging the sender only (no verification): the other Nostr ratio.
+    # And the first client charging the sender only (no verification), and charging authors
+    # on the relay's OK (nostr.verify relay): the other Nostr ratios.
     [ "$w" = nostr ] && configs+=("${targets[0]} nostr-sender-only $c $(duration_for "$c" standalone)")
+    [ "$w" = nostr ] && configs+=("${targets[0]} nostr-relay-verified $c $(duration_for "$c" standalone)")
     [ "$baselines" = 1 ] || continue
     for m in "${modes[@]}"; do
       suffix=""

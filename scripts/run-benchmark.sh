@@ -12,7 +12,8 @@ usage: [VAR=value ...] ./scripts/run-benchmark.sh
   DURATION           seconds measured (default 30)
   CONNECTIONS        concurrent connections (default 10)
   REQUEST_TYPE       light | heavy | flood | nostr | nostr-sender-only (no verification, the
-                     sender charged only) | adaptive-none | adaptive-pid | adaptive-lead
+                     sender charged only) | nostr-relay-verified (authors charged on the
+                     relay's OK) | adaptive-none | adaptive-pid | adaptive-lead
                      (default light)
   RATE_LIMITER_TYPE  valkey-glide | iovalkey | ioredis | quotas-off | fastify-rate-limit,
                      optionally with :cluster (default valkey-glide); or relay-alone (nostr:
@@ -98,9 +99,10 @@ else
   fi
 fi
 
-# nostr-sender-only: the Nostr workload with the sender charged only (no verification).
+# nostr-sender-only: the Nostr workload with the sender charged only (no verification);
+# nostr-relay-verified: authors charged when the relay accepts (nostr.verify relay).
 workload="$REQUEST_TYPE"
-[ "$REQUEST_TYPE" = nostr-sender-only ] && workload=nostr
+[[ "$REQUEST_TYPE" == nostr-* ]] && workload=nostr
 args=(bench run --implementation "$RATE_LIMITER_TYPE" --workload "$workload"
   --connections "$CONNECTIONS" --duration "$DURATION" --warmup "${WARMUP:-3}"
   --run "${RUN:-1}" --runs "${RUNS:-1}" --keys "${KEYS:-10000}"
@@ -109,6 +111,7 @@ args=(bench run --implementation "$RATE_LIMITER_TYPE" --workload "$workload"
   --seed "${SEED:-1}" --valkey "$valkey" --relay-impl "$RELAY_IMPL")
 # Unset: the workload's default (100; nostr: 1000000).
 [ "$REQUEST_TYPE" = nostr-sender-only ] && args+=(--nostr-identity ip)
+[ "$REQUEST_TYPE" = nostr-relay-verified ] && args+=(--nostr-identity relay-verified)
 # Open loop: a fixed offered rate, latency from each request's intended send time.
 [ -z "${RATE:-}" ] || args+=(--rate "$RATE")
 [ -z "${QUOTA_POINTS:-}" ] || args+=(--quota-points "$QUOTA_POINTS")

@@ -2,7 +2,12 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { describe, it } from 'node:test';
-import { ProcessSampler, parseProcStat, parseVmRss } from '../src/bench/run/proc-sampler.js';
+import {
+  ProcessSampler,
+  parseProcStat,
+  parseVmRss,
+  withCpuPerRequest,
+} from '../src/bench/run/proc-sampler.js';
 import { commandDelta, parseCommandStats } from '../src/bench/run/valkey-stats.js';
 import { failureReasons } from '../src/bench/run/runner.js';
 import type { RunConfig } from '../src/bench/run/config.js';
@@ -39,6 +44,12 @@ describe('benchmark measurement', { timeout: 60_000 }, () => {
       assert.ok(b!.cpuPercent.mean! > 60, `busy at ${b!.cpuPercent.mean}%`);
       assert.ok(i!.cpuPercent.mean! < 20, `idle at ${i!.cpuPercent.mean}%`);
       assert.ok(b!.rssBytes.max! > 10 * 1024 * 1024);
+      // CPU time over the whole window: about 1,500 ms for a process that spins throughout.
+      assert.ok(b!.cpuMs! > 900 && b!.cpuMs! < 2500, `busy for ${b!.cpuMs} ms`);
+      assert.ok(i!.cpuMs! < 300, `idle for ${i!.cpuMs} ms`);
+      const [perB] = withCpuPerRequest([b!], 1000);
+      assert.equal(perB!.cpuMsPerRequest, Number((b!.cpuMs! / 1000).toFixed(4)));
+      assert.equal(withCpuPerRequest([b!], 0)[0]!.cpuMsPerRequest, null);
     } finally {
       busy.kill();
       idle.kill();

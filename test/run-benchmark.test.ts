@@ -82,7 +82,11 @@ describe('run-benchmark.sh', { timeout: 300_000 }, () => {
       assert.ok(p.samples.length >= 5, `${p.name}: ${p.samples.length} samples`);
       assert.notEqual(p.pid, process.pid);
     }
-    assert.ok(r.processes.find((p) => p.role === 'gateway')!.cpuPercent.mean! > 5);
+    const gateway = r.processes.find((p) => p.role === 'gateway')!;
+    assert.ok(gateway.cpuPercent.mean! > 5);
+    // CPU per request, stated per process: the window's CPU time over its responses.
+    assert.ok(gateway.cpuMs! > 0);
+    assert.equal(gateway.cpuMsPerRequest, Number((gateway.cpuMs! / c.requests).toFixed(4)));
     // One script call per write: the quota is one round trip (warm-up not counted).
     const v = r.valkey!;
     assert.ok(Math.abs(v.scriptCallsPerRequest! - 1) < 0.05, JSON.stringify(v));

@@ -21,12 +21,14 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from .aggregate import Config
-from .load import REFERENCE_RELAY, SENDER_ONLY, Run
+from .load import REFERENCE_RELAY, RELAY_VERIFIED, SENDER_ONLY, Run
 from .names import CEILING, CLIENTS, PEER, RELAY_ALONE, impl_rank, mode_rank
 from .stats import mean
 
-# Nostr through the gateway: with signatures verified (the default) and sender-only.
-NOSTR_WORKLOADS = ("nostr", SENDER_ONLY)
+# Nostr through the gateway: signatures verified by the gateway (the default), by the relay
+# (authors charged on its OK), and sender-only.
+NOSTR_WORKLOADS = ("nostr", RELAY_VERIFIED, SENDER_ONLY)
+NOSTR_LABELS = {"nostr": "", RELAY_VERIFIED: " (verified by the relay)", SENDER_ONLY: " (sender only)"}
 
 
 @dataclass(frozen=True)
@@ -90,14 +92,8 @@ def rate(run: Run) -> Optional[float]:
 
 
 def cpu_ms_per_request(run: Run, role: str) -> Optional[float]:
-    """CPU time of a role's processes over the window per response, in ms.
-
-    cpuPercent.mean is 100 for one core busy, so CPU seconds = mean / 100 x wall seconds.
-    """
-    cpu = run.role_sum(role, "cpu_mean")
-    if cpu is None or run.counts is None or not run.counts.get("requests") or not run.wall_s:
-        return None
-    return cpu / 100.0 * run.wall_s * 1000.0 / run.counts["requests"]
+    """CPU ms per response of a role's processes (summed), as the run file states them."""
+    return run.role_sum(role, "cpu_ms_per_request")
 
 
 def paired(numerator: Config, baseline: Config) -> tuple[tuple[float, ...], tuple[int, ...]]:
@@ -167,7 +163,7 @@ def build(configs: list[Config]) -> Headline:
         if c.implementation == RELAY_ALONE:
             continue
         base = relay_alone_for(c, configs)
-        label = f"{c.implementation} {c.mode}" + (" (sender only)" if c.workload != "nostr" else "")
+        label = f"{c.implementation} {c.mode}" + NOSTR_LABELS[c.workload]
         r = _ratio(label, c, base,
                    f"no relay-alone runs with the {c.relay_impl} relay at {c.connections} "
                    f"connections in this session")

@@ -29,6 +29,7 @@ FILENAME_RE = re.compile(
 )
 REFERENCE_RELAY = "reference"
 SENDER_ONLY = "nostr-sender-only"
+RELAY_VERIFIED = "nostr-relay-verified"
 # What makes a file a run file: its name. Anything else is ignored, even if it is JSON.
 RUN_FILE_RE = re.compile(r"_run\d+\.json$")
 COUNT_FIELDS = ("requests", "ok2xx", "limited429", "otherNon2xx", "errors", "timeouts")
@@ -57,6 +58,8 @@ class Process:
     name: str
     cpu_mean: Optional[float]
     rss_mean: Optional[float]
+    # CPU time over the measured window / its responses, as the run file states it.
+    cpu_ms_per_request: Optional[float] = None
 
 
 @dataclass
@@ -228,6 +231,9 @@ def parse_run(data: Any, file: str) -> Run:
     # their own, compared with the same relay alone.
     if workload == "nostr" and cfg.get("nostrIdentity") == "ip":
         workload = SENDER_ONLY
+    # Authors charged on the relay's OK (nostr.verify relay): no verification at the gateway.
+    if workload == "nostr" and cfg.get("nostrIdentity") == "relay-verified":
+        workload = RELAY_VERIFIED
     # An open-loop (arrival-rate) run is its own scenario: "light-rate3000".
     rate = cfg.get("rate")
     if isinstance(rate, int) and rate > 0:
@@ -268,6 +274,7 @@ def parse_run(data: Any, file: str) -> Run:
                 name=str(p.get("name") or p["role"]),
                 cpu_mean=_opt_num(p, "cpuPercent.mean"),
                 rss_mean=_opt_num(p, "rssBytes.mean"),
+                cpu_ms_per_request=_opt_num(p, "cpuMsPerRequest"),
             )
         )
 

@@ -10,7 +10,7 @@ RELAY_ALONE = "relay-alone"
 IMPLEMENTATIONS = (RELAY_ALONE, CEILING, *CLIENTS, PEER)
 
 MODES = ("standalone", "cluster")
-WORKLOADS = ("light", "heavy", "flood", "nostr", "nostr-sender-only", "adaptive-none", "adaptive-pid", "adaptive-lead")
+WORKLOADS = ("light", "heavy", "flood", "nostr", "nostr-relay-verified", "nostr-sender-only", "adaptive-none", "adaptive-pid", "adaptive-lead")
 # feed: the pressure feed that adaptive runs sample beside relay, gateways and Valkey.
 ROLES = ("gateway", "peer", "relay", "feed", "valkey")
 LAWS = ("none", "pid", "lead")

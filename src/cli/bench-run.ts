@@ -24,7 +24,7 @@ interface RunFlags {
   valkey: string;
   relay?: string;
   relayImpl: string;
-  nostrIdentity: 'pubkey' | 'ip';
+  nostrIdentity: 'pubkey' | 'relay-verified' | 'ip';
   workers: number;
   rate?: number;
   freshEventsPerSec: number;
@@ -132,10 +132,11 @@ export function registerBenchRun(bench: Command): void {
     .addOption(
       new Option(
         '--nostr-identity <who>',
-        'nostr: pubkey (signatures verified, authors charged, as configured by default) or ip ' +
+        'nostr: pubkey (signatures verified, authors charged, as configured by default), ' +
+          "relay-verified (authors charged on the relay's OK, nostr.verify relay) or ip " +
           '(the sender only: no verification)',
       )
-        .choices(['pubkey', 'ip'])
+        .choices(['pubkey', 'relay-verified', 'ip'])
         .default('pubkey'),
     )
     .option('--workers <n>', 'gateway processes sharing the port (node:cluster)', positiveInt, 1)

@@ -173,6 +173,16 @@ def make_run(implementation: str = "valkey-glide", mode: str = "standalone",
         data["timeseries"], data["adaptive"] = _adaptive_series(workload.split("-", 1)[1], run)
     if legacy_valkey:
         del data["valkey"]["scriptCalls"], data["valkey"]["scriptCallsPerRequest"]
+    return with_cpu_ms(data)
+
+
+def with_cpu_ms(data: dict[str, Any]) -> dict[str, Any]:
+    """cpuMs and cpuMsPerRequest of every process, as the harness states them."""
+    requests = (data.get("counts") or {}).get("requests") or 0
+    for p in data["processes"]:
+        cpu_ms = p["cpuPercent"]["mean"] / 100 * data["wallSeconds"] * 1000
+        p["cpuMs"] = round(cpu_ms, 1)
+        p["cpuMsPerRequest"] = round(cpu_ms / requests, 4) if requests else None
     return data
 
 

@@ -9,7 +9,7 @@ from typing import Any, Optional
 
 import pytest
 
-from conftest import MIB, WALL, _proc, make_run, write_run
+from conftest import MIB, WALL, _proc, make_run, with_cpu_ms, write_run
 from sluice_report import generate
 from sluice_report.headline import cpu_ms_per_request
 from sluice_report.load import load_file
@@ -30,7 +30,7 @@ def nostr_run(impl: str, rps: float, run: int, relay: str = "reference", *,
     else:
         data["processes"] = [_proc("gateway", "gateway", gateway_cpu, 90 * MIB),
                              _proc("relay", f"{relay}-relay", relay_cpu, 60 * MIB)]
-    return data
+    return with_cpu_ms(data)
 
 
 def write(directory: Path, data: dict[str, Any]) -> None:
@@ -97,19 +97,23 @@ def test_sender_only_nostr_runs_are_their_own_scenario_against_the_same_relay_al
         tmp_path: Path) -> None:
     d = tmp_path / "20261123_020000"
     d.mkdir()
-    for run, (alone, verified, sender_only) in enumerate([(4000, 2000, 3600), (4000, 2400, 3800)],
-                                                         start=1):
+    rates = [(4000, 2000, 3600, 3400), (4000, 2400, 3800, 3600)]
+    for run, (alone, verified, sender_only, by_relay) in enumerate(rates, start=1):
         write(d, nostr_run("relay-alone", alone, run))
         write(d, nostr_run("iovalkey", verified, run))
-        data = nostr_run("iovalkey", sender_only, run)
-        data["config"]["nostrIdentity"] = "ip"
-        write_run(d, data, f"iovalkey_standalone_nostr-sender-only_50c_10s_run{run}.json")
+        for identity, rps, workload in (("ip", sender_only, "nostr-sender-only"),
+                                        ("relay-verified", by_relay, "nostr-relay-verified")):
+            data = nostr_run("iovalkey", rps, run)
+            data["config"]["nostrIdentity"] = identity
+            write_run(d, data, f"iovalkey_standalone_{workload}_50c_10s_run{run}.json")
     report, _, _ = generate(d)
     verified = ratio_for(report, "iovalkey standalone")
     sender_only = ratio_for(report, "iovalkey standalone (sender only)")
+    by_relay = ratio_for(report, "iovalkey standalone (verified by the relay)")
     assert verified.values == pytest.approx((0.5, 0.6))
     assert sender_only.values == pytest.approx((0.9, 0.95))
-    assert sender_only.baseline is verified.baseline
+    assert by_relay.values == pytest.approx((0.85, 0.9))
+    assert sender_only.baseline is verified.baseline is by_relay.baseline
     assert not [w for w in report.warnings if "file name says" in w]
 
 

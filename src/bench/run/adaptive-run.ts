@@ -7,6 +7,7 @@ import { runVariant } from './adaptive-variant.js';
 import { runDir } from '../../valkey/paths.js';
 import type { RunConfig } from './config.js';
 import { environment } from './environment.js';
+import { withCpuPerRequest } from './proc-sampler.js';
 import type { RunResult, RunTargets } from './runner.js';
 import { RESULT_SCHEMA, failedRun } from './runner.js';
 import { commandCalls, commandDelta, discoverNodes, watchedValkey } from './valkey-stats.js';
@@ -78,7 +79,7 @@ export async function runAdaptive(
         errorsPerSec: r.counts.errors / s,
       },
       latencyMs: null,
-      processes: r.processes,
+      processes: withCpuPerRequest(r.processes, r.counts.requests),
       valkey: commandDelta(before, after, r.counts.requests),
       timeseries: {
         t: r.samples.map((x) => Number(x.t.toFixed(2))),

@@ -60,9 +60,11 @@ export interface RunConfig {
   /**
    * Nostr: who the gateway charges besides the sender. `pubkey` (the default configuration's
    * order): every EVENT's signature verified, the author charged, replays answered as
-   * duplicates. `ip`: the sender only, no verification (nostr.verify auto). Absent: pubkey.
+   * duplicates. `relay-verified`: the author charged when the relay accepts the event
+   * (nostr.verify relay), no verification at the gateway. `ip`: the sender only, no
+   * verification (nostr.verify auto). Absent: pubkey.
    */
-  nostrIdentity?: 'pubkey' | 'ip';
+  nostrIdentity?: 'pubkey' | 'relay-verified' | 'ip';
   /** Gateway processes (node:cluster workers); absent: 1. */
   workers?: number;
   /** HTTP: a fixed offered rate (open loop, latency from intended send times); absent: closed. */
@@ -72,16 +74,19 @@ export interface RunConfig {
 /**
  * `{implementation}_{mode}_{workload}_{connections}c_{duration}s_run{N}.json` (no ':'), with
  * `_{relayImpl}` after the workload when the relay is not the reference one; Nostr runs that
- * charge the sender only are named `nostr-sender-only`.
+ * charge the sender only are named `nostr-sender-only`, those charging authors on the
+ * relay's OK `nostr-relay-verified`.
  */
 export function runFileName(c: RunConfig): string {
   const relay = c.relayImpl && c.relayImpl !== 'reference' ? `_${c.relayImpl}` : '';
   const workload =
     c.nostrIdentity === 'ip'
       ? `${c.workload}-sender-only`
-      : c.rate
-        ? `${c.workload}-rate${c.rate}`
-        : c.workload;
+      : c.nostrIdentity === 'relay-verified'
+        ? `${c.workload}-relay-verified`
+        : c.rate
+          ? `${c.workload}-rate${c.rate}`
+          : c.workload;
   const workers = c.workers && c.workers > 1 ? `-${c.workers}w` : '';
   const name = `${c.implementation}${workers}_${c.mode}_${workload}${relay}_${c.connections}c_${c.durationSec}s_run${c.run}.json`;
   if (/[:/\\]/.test(name)) throw new Error(`unsafe result file name: ${name}`);

@@ -43,6 +43,7 @@ export function benchGatewayConfig(
     workers: cfg.workers ?? 1,
     // One load generator is one source address: its frame rate is what is being measured.
     limits: { maxBodyBytes, framesPerSecPerAddress: 1_000_000 },
+    ...(cfg.nostrIdentity === 'relay-verified' ? { nostr: { verify: 'relay' as const } } : {}),
     // Nostr: the sender's address, then the verified author (with the seen-ids check that
     // answers a replay itself), as the default configuration does.
     identity: {

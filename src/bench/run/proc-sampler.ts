@@ -17,6 +17,10 @@ export interface WatchedProcess {
 export interface ProcessUsage extends WatchedProcess {
   cpuPercent: { mean: number | null; max: number | null };
   rssBytes: { mean: number | null; max: number | null };
+  /** CPU time (user + system) over the whole window, ms; null if the process could not be read. */
+  cpuMs: number | null;
+  /** cpuMs / the responses of the window (set by the run once it has its counts). */
+  cpuMsPerRequest: number | null;
   /** [seconds since start, CPU % of one core over the last period, RSS bytes]. */
   samples: [number, number, number][];
   /** Set when the process could not be read (it exited, or /proc is not there). */
@@ -72,6 +76,7 @@ export class ProcessSampler {
   private readonly last = new Map<number, { at: number; reading: ProcReading }>();
   private readonly samples = new Map<number, [number, number, number][]>();
   private readonly problems = new Map<number, string>();
+  private readonly first = new Map<number, ProcReading>();
   private started = 0;
 
   constructor(
@@ -102,6 +107,7 @@ export class ProcessSampler {
     }
     const prev = this.last.get(p.pid);
     this.last.set(p.pid, { at: now, reading });
+    if (!this.first.has(p.pid)) this.first.set(p.pid, reading);
     if (!record || !prev) return;
     const seconds = (now - prev.at) / 1000;
     const cpu = (100 * (reading.cpuTicks - prev.reading.cpuTicks)) / clockTicks() / seconds;
@@ -116,16 +122,35 @@ export class ProcessSampler {
 
   stop(): ProcessUsage[] {
     clearInterval(this.timer);
+    const end = performance.now();
     return this.processes.map((p) => {
       const samples = this.samples.get(p.pid) ?? [];
+      // A last reading at the end of the window (not a sample: its period may be short).
+      this.take(p, end, false);
       const problem = this.problems.get(p.pid);
+      const first = this.first.get(p.pid);
+      const last = this.last.get(p.pid);
       return {
         ...p,
         cpuPercent: summary(samples.map((s) => s[1])),
         rssBytes: summary(samples.map((s) => s[2])),
+        cpuMs:
+          problem || !first || !last
+            ? null
+            : Number((((last.reading.cpuTicks - first.cpuTicks) * 1000) / clockTicks()).toFixed(1)),
+        cpuMsPerRequest: null,
         samples,
         ...(problem ? { problem } : {}),
       };
     });
   }
+}
+
+/** Each process's CPU ms per response of the window (null without a CPU figure or responses). */
+export function withCpuPerRequest(processes: ProcessUsage[], responses: number): ProcessUsage[] {
+  return processes.map((p) => ({
+    ...p,
+    cpuMsPerRequest:
+      p.cpuMs !== null && responses > 0 ? Number((p.cpuMs / responses).toFixed(4)) : null,
+  }));
 }

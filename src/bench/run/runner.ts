@@ -17,7 +17,7 @@ import { runArrivalLoad } from './arrival-load.js';
 import type { ArrivalLoadResult } from './arrival-load.js';
 import type { LoadResult } from './http-load.js';
 import { apiKeyOf, clientAddress, keySampler } from './keys.js';
-import { ProcessSampler } from './proc-sampler.js';
+import { ProcessSampler, withCpuPerRequest } from './proc-sampler.js';
 import type { ProcessUsage, WatchedProcess } from './proc-sampler.js';
 import { progressBar } from './progress.js';
 import { commandCalls, commandDelta, discoverNodes, watchedValkey } from './valkey-stats.js';
@@ -534,7 +534,7 @@ export async function runOnce(
       // closed: each connection waits for its answer (latency from send); arrival: a fixed
       // offered rate, latency from each request's intended send time.
       load: arrival ?? { mode: 'closed' },
-      processes,
+      processes: withCpuPerRequest(processes, result.counts.requests),
       valkey: before && after ? commandDelta(before, after, result.counts.requests) : null,
       events: fresh
         ? {
