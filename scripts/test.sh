@@ -84,14 +84,14 @@ node_fail=$(sed -n 's/^ℹ fail //p' "$REPORTS/node.spec" 2>/dev/null | tail -1 
 py_pass=0
 py_fail=0
 rm -f "$REPORTS/pytest.xml" # never count an earlier run's report
-if compgen -G "tests/python/test_*.py" >/dev/null; then
+if compgen -G "test/python/test_*.py" >/dev/null; then
   say "Python tests"
   # A basetemp of this clone's own: pytest sessions sharing /tmp/pytest-of-$USER prune each
   # other's numbered directories, so concurrent runs on one machine can delete a live tmp_path.
   # Each test is bounded by pytest.ini's timeout; this bounds the whole suite.
   rc=0
   bounded "$PYTHON_SUITE_TIMEOUT_SEC" \
-    .venv/bin/python -m pytest -q tests/python --basetemp="$SLUICE_RUN_DIR/pytest-tmp" \
+    .venv/bin/python -m pytest -q test/python --basetemp="$SLUICE_RUN_DIR/pytest-tmp" \
     --junitxml="$REPORTS/pytest.xml" || rc=$?
   [ "$rc" -eq 0 ] || failed+=(python)
   [ "$rc" -ne 124 ] || echo "the Python suite did not finish within ${PYTHON_SUITE_TIMEOUT_SEC}s"
