@@ -13,11 +13,12 @@ import { loadGatewayConfig } from '../src/config/load.js';
 import type { GatewayConfig } from '../src/config/schema.js';
 import { openNodeConnection } from '../src/store/node.js';
 import { findServerBinary } from '../src/valkey/binary.js';
-import { PROJECT_ROOT, venvDir } from '../src/valkey/paths.js';
-import { assertPortFree, freeLoopbackPort } from '../src/valkey/ports.js';
+import { PROJECT_ROOT, venvDir } from '../src/harness/paths.js';
+import { assertPortFree, freeLoopbackPort } from '../src/harness/ports.js';
 import { serverArgs } from '../src/valkey/server.js';
 import type { ServerArgsSpec } from '../src/valkey/server.js';
 import { sluice } from './helpers/cli.js';
+import { adminUrlOf } from '../src/harness/processes.js';
 import { spawnSluice } from './helpers/processes.js';
 import type { SluiceProcess } from './helpers/processes.js';
 
@@ -1086,8 +1087,7 @@ for (const file of COMPOSE_FILES) {
         };
         const proc = await spawnSluice(args, { env });
         procs.push(proc);
-        const adminUrl = /admin=(http:\/\/\S+)/.exec(proc.readyLine)?.[1];
-        assert.ok(adminUrl, proc.readyLine);
+        const adminUrl = adminUrlOf(proc.readyLine);
         gateways.set(name, { adminUrl, url: proc.url });
         metricsUrls.set(name, `${adminUrl}/metrics`);
       }

@@ -8,7 +8,7 @@ import { finalizeEvent, generateSecretKey } from 'nostr-tools/pure';
 import { CLIENT_KINDS } from '../src/store/index.js';
 import { startInstance, stopInstance } from '../src/valkey/embedded.js';
 import type { InstanceSelector } from '../src/valkey/embedded.js';
-import { venvDir } from '../src/valkey/paths.js';
+import { venvDir } from '../src/harness/paths.js';
 import { unusedPort } from './helpers/env.js';
 import { request, startGateway } from './helpers/gateway.js';
 import type { GatewayUnderTest } from './helpers/gateway.js';

@@ -5,7 +5,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
-import { PROJECT_ROOT } from '../src/valkey/paths.js';
+import { PROJECT_ROOT } from '../src/harness/paths.js';
 import type { RunResult } from '../src/bench/run/runner.js';
 import './helpers/signals.js';
 

@@ -7,7 +7,7 @@ import { CLIENT_KINDS, StoreError, clientKey, createStore } from '../src/store/i
 import type { Store } from '../src/store/index.js';
 import { startInstance, stopInstance } from '../src/valkey/embedded.js';
 import type { InstanceSelector } from '../src/valkey/embedded.js';
-import { venvDir } from '../src/valkey/paths.js';
+import { venvDir } from '../src/harness/paths.js';
 import { unusedPort } from './helpers/env.js';
 
 const quiet = { info: () => undefined, warn: () => undefined };

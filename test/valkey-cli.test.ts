@@ -6,7 +6,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { findServerBinary } from '../src/valkey/binary.js';
 import type { InstanceRecord } from '../src/valkey/embedded.js';
-import { runDir, venvDir } from '../src/valkey/paths.js';
+import { runDir, venvDir } from '../src/harness/paths.js';
 import { readFileSync } from 'node:fs';
 import { isAlive, sluice } from './helpers/cli.js';
 import { unusedPort } from './helpers/env.js';

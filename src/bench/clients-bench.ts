@@ -14,10 +14,10 @@ import { Pool } from 'undici';
 import { WebSocket } from 'ws';
 import type { ClientKind, NodeAddress } from '../store/index.js';
 import { startInstance, stopInstance } from '../valkey/embedded.js';
-import { runDir } from '../valkey/paths.js';
-import { freeLoopbackPort } from '../valkey/ports.js';
-import { spawnSluice } from './processes.js';
-import type { SluiceProcess } from './processes.js';
+import { runDir } from '../harness/paths.js';
+import { freeLoopbackPort } from '../harness/ports.js';
+import { adminUrlOf, spawnSluice } from '../harness/processes.js';
+import type { SluiceProcess } from '../harness/processes.js';
 import { BENCH_ADMIN_TOKEN } from './run/gateway-config.js';
 
 export interface ClientsBenchOptions {
@@ -248,9 +248,7 @@ export async function runClientsBench(
     await collectGarbage(gateway);
     await sleep(1000);
     const afterGc = processRssMiB(gateway.pid);
-    const adminUrl = /admin=(http:\/\/\S+)/.exec(gateway.readyLine)?.[1];
-    if (!adminUrl) throw new Error(`no admin URL in "${gateway.readyLine}"`);
-    const gauges = await gatewayGauges(adminUrl);
+    const gauges = await gatewayGauges(adminUrlOf(gateway.readyLine));
     return {
       clients: opts.clients,
       seconds,

@@ -1,7 +1,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { PROJECT_ROOT } from '../valkey/paths.js';
+import { PROJECT_ROOT } from '../harness/paths.js';
 
 /** results/<YYYYMMDD_HHMMSS> (UTC) inside the project. */
 export function defaultResultsDir(now = new Date()): string {

@@ -6,7 +6,7 @@ import {
   defaultDataDir,
 } from '../relay/defaults.js';
 import type { RelayConfig } from '../relay/server.js';
-import { runDir } from '../valkey/paths.js';
+import { runDir } from '../harness/paths.js';
 import { untilSignal } from './signals.js';
 
 const UNITS: Record<string, number> = {

@@ -2,7 +2,7 @@ import { mkdirSync, readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { WebSocketServer } from 'ws';
-import { PROJECT_ROOT } from '../valkey/paths.js';
+import { PROJECT_ROOT } from '../harness/paths.js';
 import { DataFile } from './datafile.js';
 import { Flusher } from './flusher.js';
 import { buildHttp } from './http.js';

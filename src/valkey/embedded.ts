@@ -5,8 +5,8 @@ import { openNodeConnection } from '../store/node.js';
 import { findServerBinary } from './binary.js';
 import type { BinarySource } from './binary.js';
 import { CLUSTER_SIZE, formCluster, parseClusterNodes, parseInfo } from './cluster.js';
-import { runDir, venvDir } from './paths.js';
-import { assertPortFree } from './ports.js';
+import { runDir, venvDir } from '../harness/paths.js';
+import { assertPortFree } from '../harness/ports.js';
 import { isOurServer, startServer, stopProcess } from './server.js';
 
 export type Topology = 'standalone' | 'cluster';

@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { isLive } from '../../src/valkey/server.js';
-import { CLI } from '../../src/bench/processes.js';
+import { CLI } from '../../src/harness/processes.js';
 
 export { CLI };
 

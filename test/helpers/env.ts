@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { CLIENT_KINDS, parseNodeAddress } from '../../src/store/index.js';
-import { freeLoopbackPort } from '../../src/valkey/ports.js';
+import { freeLoopbackPort } from '../../src/harness/ports.js';
 import type {
   ClientKind,
   NodeAddress,

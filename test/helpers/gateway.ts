@@ -1,11 +1,12 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { WebSocket } from 'ws';
 import type { ClientKind, Topology } from '../../src/store/index.js';
 import { nodesFor } from './env.js';
-import { spawnSluice } from './processes.js';
+import { startGateway as startGatewayProcess } from '../../src/harness/processes.js';
+import { stoppedAfterFile } from './processes.js';
 import type { SluiceProcess } from './processes.js';
 
 export const ADMIN_TOKEN = 'test-admin-token-0123456789';
@@ -26,7 +27,6 @@ export async function startGateway(
   valkeyNodes?: string[],
 ): Promise<GatewayUnderTest> {
   const dir = mkdtempSync(path.join(tmpdir(), 'sluice-gw-'));
-  const configFile = path.join(dir, 'gateway.json');
   const config = {
     listen: { port: 0 },
     admin: { port: 0, token: ADMIN_TOKEN },
@@ -44,11 +44,8 @@ export async function startGateway(
     workers: 1,
     ...settings,
   };
-  writeFileSync(configFile, JSON.stringify(config, null, 2));
-  const proc = await spawnSluice(['gateway', '--config', configFile]);
-  const adminUrl = /admin=(http:\/\/\S+)/.exec(proc.readyLine)?.[1];
-  if (!adminUrl) throw new Error(`no admin url in "${proc.readyLine}"`);
-  return { proc, url: proc.url, adminUrl, configFile };
+  const gw = await startGatewayProcess(config, path.join(dir, 'gateway.json'));
+  return { ...gw, proc: stoppedAfterFile(gw.proc) };
 }
 
 export interface HttpResult {

@@ -2,8 +2,12 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after } from 'node:test';
-import { spawnSluice as spawnChild } from '../../src/bench/processes.js';
-import type { SluiceProcess } from '../../src/bench/processes.js';
+import {
+  spawnSluice as spawnChild,
+  startFeed as startFeedProcess,
+  startRelay as startRelayProcess,
+} from '../../src/harness/processes.js';
+import type { SluiceProcess } from '../../src/harness/processes.js';
 import type { ClientKind, Topology } from '../../src/store/index.js';
 import { nodesFor } from './env.js';
 // A file the runner times out still stops the children spawned here.
@@ -21,12 +25,16 @@ after(async () => {
   await Promise.allSettled([...live].map((p) => p.stop()));
 });
 
-/** `sluice <args>` in the background (see src/bench/processes.ts), stopped after the file. */
+/** `sluice <args>` in the background (see src/harness/processes.ts), stopped after the file. */
 export async function spawnSluice(
   args: string[],
   opts?: Parameters<typeof spawnChild>[1],
 ): Promise<SluiceProcess> {
-  const proc = await spawnChild(args, opts);
+  return stoppedAfterFile(await spawnChild(args, opts));
+}
+
+/** The process, stopped after the file's last test unless stopped before. */
+export function stoppedAfterFile(proc: SluiceProcess): SluiceProcess {
   live.add(proc);
   return {
     ...proc,
@@ -84,16 +92,12 @@ export async function startRelay(opts: {
 }): Promise<RelayProcess> {
   const dataDir = mkdtempSync(path.join(tmpdir(), `sluice-relay-${opts.nodeId}-`));
   scratchDirs.add(dataDir);
-  const args = ['relay', '--port', '0', '--node-id', opts.nodeId, '--data-dir', dataDir];
-  if (opts.drainBytesPerSec !== undefined) {
-    args.push('--drain-bytes-per-sec', String(opts.drainBytesPerSec));
-  }
   const env = { ...process.env, SLUICE_RELAY_ADMIN_TOKEN: '' };
   const adminToken = opts.adminToken === undefined ? RELAY_ADMIN_TOKEN : opts.adminToken;
   if (adminToken !== null) env.SLUICE_RELAY_ADMIN_TOKEN = adminToken;
   let proc: SluiceProcess;
   try {
-    proc = await spawnSluice([...args, ...(opts.extraArgs ?? [])], { env });
+    proc = stoppedAfterFile(await startRelayProcess({ ...opts, dataDir, env }));
   } catch (err) {
     rmSync(dataDir, { recursive: true, force: true });
     scratchDirs.delete(dataDir);
@@ -113,7 +117,7 @@ export async function startRelay(opts: {
 }
 
 /** `sluice feed` for a reference relay, publishing through the suite's Valkey. */
-export function startFeed(opts: {
+export async function startFeed(opts: {
   nodeId: string;
   relayUrl: string;
   targetBytes: number | string;
@@ -121,23 +125,8 @@ export function startFeed(opts: {
   client: ClientKind;
   mode: Topology;
 }): Promise<SluiceProcess> {
-  return spawnSluice([
-    'feed',
-    '--node-id',
-    opts.nodeId,
-    '--relay',
-    opts.relayUrl,
-    '--target-bytes',
-    String(opts.targetBytes),
-    '--tick-ms',
-    String(opts.tickMs),
-    '--valkey-client',
-    opts.client,
-    '--valkey-mode',
-    opts.mode,
-    '--valkey-nodes',
-    nodesFor(opts.mode)
-      .map((n) => `${n.host}:${n.port}`)
-      .join(','),
-  ]);
+  const nodes = nodesFor(opts.mode).map((n) => `${n.host}:${n.port}`);
+  return stoppedAfterFile(
+    await startFeedProcess({ ...opts, valkey: { client: opts.client, mode: opts.mode, nodes } }),
+  );
 }

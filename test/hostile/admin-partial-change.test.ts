@@ -11,7 +11,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { startInstance, stopInstance } from '../../src/valkey/embedded.js';
 import type { InstanceSelector } from '../../src/valkey/embedded.js';
-import { venvDir } from '../../src/valkey/paths.js';
+import { venvDir } from '../../src/harness/paths.js';
 import { unusedPort } from '../helpers/env.js';
 import { admin, startGateway } from '../helpers/gateway.js';
 import type { GatewayUnderTest } from '../helpers/gateway.js';

@@ -10,7 +10,7 @@ import { describe, it } from 'node:test';
 import { parse as parseYaml } from 'yaml';
 import { ConfigError, validateGatewayConfig } from '../../src/config/load.js';
 import { PLACEHOLDER_ADMIN_TOKENS } from '../../src/config/secrets.js';
-import { PROJECT_ROOT } from '../../src/valkey/paths.js';
+import { PROJECT_ROOT } from '../../src/harness/paths.js';
 import { sluice } from '../helpers/cli.js';
 
 /** The shipped configuration: examples/*, the Compose files, everything under docker/. */

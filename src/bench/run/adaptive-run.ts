@@ -4,7 +4,7 @@
  */
 import path from 'node:path';
 import { runVariant } from './adaptive-variant.js';
-import { runDir } from '../../valkey/paths.js';
+import { runDir } from '../../harness/paths.js';
 import type { RunConfig } from './config.js';
 import { environment } from './environment.js';
 import { withCpuPerRequest } from './proc-sampler.js';

@@ -1,11 +1,11 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { finalizeEvent, generateSecretKey } from 'nostr-tools/pure';
 import { parsePrometheusValue } from '../../pressure/samplers.js';
-import { spawnBenchRelay, spawnSluice } from '../processes.js';
-import type { SluiceProcess } from '../processes.js';
+import { startFeed, startGateway, startRelay } from '../../harness/processes.js';
+import type { SluiceProcess } from '../../harness/processes.js';
 import { median } from '../stats.js';
 import { ProcessSampler } from './proc-sampler.js';
 import type { ProcessUsage, WatchedProcess } from './proc-sampler.js';
@@ -115,32 +115,25 @@ export async function runVariant(
   const started: SluiceProcess[] = [];
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'sluice-adaptive-relay-'));
   try {
-    const relay = await spawnBenchRelay(dataDir, opts.drainBytesPerSec, env);
+    const relay = await startRelay({
+      nodeId: 'relay-a',
+      dataDir,
+      fresh: true,
+      drainBytesPerSec: opts.drainBytesPerSec,
+      env,
+    });
     started.push(relay);
     const idle = (await json<{ rssAnonBytes: number }>(`${relay.url}/stats`)).rssAnonBytes;
     const target = idle + opts.headroomBytes;
-    const feed = await spawnSluice(
-      [
-        'feed',
-        '--node-id',
-        'relay-a',
-        '--relay',
-        relay.url,
-        '--target-bytes',
-        String(target),
-        '--tick-ms',
-        String(opts.tickMs),
-        '--law',
-        variant === 'pid' ? 'pid' : 'lead',
-        '--valkey-client',
-        valkey.client,
-        '--valkey-mode',
-        valkey.mode,
-        '--valkey-nodes',
-        valkey.nodes.join(','),
-      ],
-      { env },
-    );
+    const feed = await startFeed({
+      nodeId: 'relay-a',
+      relayUrl: relay.url,
+      targetBytes: target,
+      tickMs: opts.tickMs,
+      law: variant === 'pid' ? 'pid' : 'lead',
+      valkey,
+      env,
+    });
     started.push(feed);
     const eventBytes = opts.eventContentBytes + 400;
     const sustainablePerSec = opts.drainBytesPerSec / eventBytes;
@@ -148,10 +141,8 @@ export async function runVariant(
     const configDir = mkdtempSync(path.join(os.tmpdir(), 'sluice-adaptive-gw-'));
     const gateways: { url: string; admin: string }[] = [];
     for (let g = 0; g < 2; g++) {
-      const file = path.join(configDir, `gw${g}.json`);
-      writeFileSync(
-        file,
-        JSON.stringify({
+      const gw = await startGateway(
+        {
           listen: { port: 0 },
           admin: { port: 0, token: BENCH_ADMIN_TOKEN },
           valkey: { client: valkey.client, mode: valkey.mode, nodes: valkey.nodes },
@@ -169,11 +160,12 @@ export async function runVariant(
             staleAfterMs: 3 * opts.tickMs,
             holdMs: 2000,
           },
-        }),
+        },
+        path.join(configDir, `gw${g}.json`),
+        { env },
       );
-      const gw = await spawnSluice(['gateway', '--config', file], { env });
-      started.push(gw);
-      gateways.push({ url: gw.url, admin: /admin=(\S+)/.exec(gw.readyLine)![1]! });
+      started.push(gw.proc);
+      gateways.push({ url: gw.url, admin: gw.adminUrl });
     }
 
     // Writers: one client identity (its quota is the overload), events signed as they go.

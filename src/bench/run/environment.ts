@@ -5,7 +5,7 @@ import path from 'node:path';
 import { openNodeConnection } from '../../store/node.js';
 import type { NodeAddress } from '../../store/options.js';
 import { parseInfo } from '../../valkey/cluster.js';
-import { PROJECT_ROOT } from '../../valkey/paths.js';
+import { PROJECT_ROOT } from '../../harness/paths.js';
 
 const PACKAGES = [
   'rate-limiter-flexible',

@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { finalizeEvent } from 'nostr-tools/pure';
-import { runDir } from '../../valkey/paths.js';
+import { runDir } from '../../harness/paths.js';
 
 const EPOCH = 1_700_000_000;
 

@@ -3,12 +3,12 @@
  * test), warm up, then measure a closed-loop load while sampling every process under test and
  * counting Valkey's commands; write the result file; stop what it started.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { NodeAddress } from '../../store/options.js';
-import { spawnSluice } from '../processes.js';
-import type { SluiceProcess } from '../processes.js';
+import { spawnSluice, startGateway, startRelay } from '../../harness/processes.js';
+import type { SluiceProcess } from '../../harness/processes.js';
 import type { RunConfig } from './config.js';
 import { eventPool, preload } from './event-pool.js';
 import { BENCH_ADMIN_TOKEN, BENCH_VALKEY_TIMEOUTS, benchGatewayConfig } from './gateway-config.js';
@@ -267,11 +267,11 @@ async function startFrontEnd(
       : { client: 'ioredis', mode: cfg.mode, ...BENCH_VALKEY_TIMEOUTS };
     return { proc, role: 'peer', settings };
   }
-  const file = path.join(workDir, 'gateway.json');
-  writeFileSync(file, JSON.stringify(benchGatewayConfig(cfg, valkey, relayUrl, maxBodyBytes)));
-  const proc = await spawnSluice(['gateway', '--config', file]);
-  const admin = /admin=(\S+)/.exec(proc.readyLine)![1]!;
-  const v = await adminJson(admin, '/admin/valkey');
+  const { proc, adminUrl } = await startGateway(
+    benchGatewayConfig(cfg, valkey, relayUrl, maxBodyBytes),
+    path.join(workDir, 'gateway.json'),
+  );
+  const v = await adminJson(adminUrl, '/admin/valkey');
   return {
     proc,
     role: 'gateway',
@@ -287,7 +287,7 @@ interface RunningRelay {
 }
 
 /** The relay of the run: the one given, else a fresh reference relay or nostr-rs-relay. */
-async function startRelay(
+async function relayForRun(
   cfg: RunConfig,
   targets: RunTargets,
   workDir: string,
@@ -306,18 +306,12 @@ async function startRelay(
   }
   let relayUrl = targets.relayUrl;
   if (!relayUrl) {
-    const relay = await spawnSluice([
-      'relay',
-      '--port',
-      '0',
-      '--node-id',
-      'relay-a',
-      '--data-dir',
-      path.join(workDir, 'relay'),
-      '--fresh',
-      '--work-iterations',
-      String(cfg.relayWorkIterations),
-    ]);
+    const relay = await startRelay({
+      nodeId: 'relay-a',
+      dataDir: path.join(workDir, 'relay'),
+      fresh: true,
+      workIterations: cfg.relayWorkIterations,
+    });
     started.push(relay);
     relayUrl = relay.url;
   }
@@ -353,7 +347,7 @@ export async function runOnce(
   try {
     const pool = cfg.freshEvents ? [] : eventPool(POOL_SIZE, cfg.seed);
     const maxBodyBytes = 64 * 1024;
-    const relay = await startRelay(cfg, targets, workDir, started, log);
+    const relay = await relayForRun(cfg, targets, workDir, started, log);
     if (!cfg.freshEvents) await preload(relay.url, pool);
     phase(`relay ready (${relay.nodeId})${cfg.freshEvents ? '' : ', pool loaded'}`);
 

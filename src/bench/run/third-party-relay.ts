@@ -20,27 +20,16 @@ import {
   rmSync,
   writeFileSync,
 } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { WebSocket } from 'ws';
+import { freeLoopbackPort } from '../../harness/ports.js';
+import { killOnExit } from '../../harness/processes.js';
 
 /** The newest nostr-rs-relay on crates.io when this was written (and it builds here). */
 export const NOSTR_RS_RELAY_VERSION = '0.8.12';
 const READY_TIMEOUT_MS = 20_000;
 const STOP_GRACE_MS = 5_000;
-
-/** Relays still running; killed when this process exits, whatever the reason. */
-const running = new Set<ChildProcess>();
-process.once('exit', () => {
-  for (const child of running) {
-    try {
-      child.kill('SIGKILL');
-    } catch {
-      // Already gone.
-    }
-  }
-});
 
 export function relayCacheRoot(env: NodeJS.ProcessEnv = process.env): string {
   if (env.SLUICE_RELAY_CACHE) return env.SLUICE_RELAY_CACHE;
@@ -189,18 +178,6 @@ async function fetchCrate(src: string): Promise<void> {
   }
 }
 
-/** A free loopback port: bound, read and released (the relay binds it right after). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
-
 /**
  * config.toml for a benchmark: loopback only, SQLite in `dataDir`, and every limit that could
  * throttle or refuse the load off or far above it (messages_per_sec unset is "no limit";
@@ -287,7 +264,7 @@ export async function startNostrRsRelay(
   const binary = await ensureNostrRsRelay(log, env);
   const dataDir = path.join(workDir, 'nostr-rs-relay-data');
   mkdirSync(dataDir, { recursive: true });
-  const port = await freePort();
+  const port = await freeLoopbackPort();
   const configFile = path.join(workDir, 'nostr-rs-relay.toml');
   writeFileSync(configFile, nostrRsRelayConfig(port, dataDir));
   const logFile = path.join(workDir, 'nostr-rs-relay.log');
@@ -299,7 +276,7 @@ export async function startNostrRsRelay(
     stdio: ['ignore', fd, fd],
   });
   closeSync(fd);
-  running.add(child);
+  killOnExit(child);
   const output = () => {
     try {
       return readFileSync(logFile, 'utf8').slice(-16_384);
@@ -310,7 +287,6 @@ export async function startNostrRsRelay(
   let exited = false;
   child.once('exit', () => {
     exited = true;
-    running.delete(child);
   });
   const stop = async () => {
     if (exited) return;

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 import type { ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
@@ -34,6 +35,19 @@ process.once('exit', () => {
   }
 });
 
+/** Kill `child` (SIGKILL) if this process exits while it still runs. */
+export function killOnExit(child: ChildProcess): void {
+  running.add(child);
+  child.once('exit', () => running.delete(child));
+}
+
+/** The admin listener's URL from a gateway's ready line (`admin=http://...`). */
+export function adminUrlOf(readyLine: string): string {
+  const url = /admin=(http:\/\/\S+)/.exec(readyLine)?.[1];
+  if (!url) throw new Error(`no admin URL in "${readyLine}"`);
+  return url;
+}
+
 /**
  * SLUICE_BENCH_CPU_PROF=DIR: every process of ours a benchmark starts writes a V8 CPU profile
  * there when it stops, named with its pid, which the run's result file gives for each role
@@ -57,7 +71,7 @@ export async function spawnSluice(
     env: opts.env ?? process.env,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  running.add(child);
+  killOnExit(child);
   let output = '';
   const append = (chunk: string) => {
     output += chunk;
@@ -70,7 +84,6 @@ export async function spawnSluice(
   let ending = '';
   const exited = new Promise<number | null>((resolve) => {
     child.once('exit', (code, signal) => {
-      running.delete(child);
       ending = signal ? `was killed by ${signal}` : `exited with code ${code}`;
       resolve(code);
     });
@@ -132,12 +145,62 @@ export async function spawnSluice(
   };
 }
 
-/** A reference relay for a benchmark: a fresh data file, a given drain rate. */
-export function spawnBenchRelay(
-  dataDir: string,
-  drain: string | number,
-  env: NodeJS.ProcessEnv,
-): Promise<SluiceProcess> {
-  const args = ['relay', '--port', '0', '--node-id', 'relay-a', '--data-dir', dataDir, '--fresh'];
-  return spawnSluice([...args, '--drain-bytes-per-sec', String(drain)], { env });
+/** A reference relay (`sluice relay`) on a free loopback port. */
+export interface RelayOptions {
+  nodeId: string;
+  dataDir: string;
+  /** Start from an empty data directory. */
+  fresh?: boolean;
+  drainBytesPerSec?: number | string;
+  workIterations?: number;
+  extraArgs?: string[];
+  env?: NodeJS.ProcessEnv;
+}
+
+export function startRelay(o: RelayOptions): Promise<SluiceProcess> {
+  const args = ['relay', '--port', '0', '--node-id', o.nodeId, '--data-dir', o.dataDir];
+  if (o.fresh) args.push('--fresh');
+  if (o.drainBytesPerSec !== undefined) {
+    args.push('--drain-bytes-per-sec', String(o.drainBytesPerSec));
+  }
+  if (o.workIterations !== undefined) args.push('--work-iterations', String(o.workIterations));
+  return spawnSluice([...args, ...(o.extraArgs ?? [])], { env: o.env });
+}
+
+/** A pressure feed (`sluice feed`) for one relay node, publishing through Valkey. */
+export interface FeedOptions {
+  nodeId: string;
+  relayUrl: string;
+  targetBytes: number | string;
+  tickMs: number;
+  valkey: { client: string; mode: string; nodes: string[] };
+  law?: 'lead' | 'pid';
+  env?: NodeJS.ProcessEnv;
+}
+
+export function startFeed(o: FeedOptions): Promise<SluiceProcess> {
+  const args = ['feed', '--node-id', o.nodeId, '--relay', o.relayUrl];
+  args.push('--target-bytes', String(o.targetBytes), '--tick-ms', String(o.tickMs));
+  if (o.law) args.push('--law', o.law);
+  args.push('--valkey-client', o.valkey.client, '--valkey-mode', o.valkey.mode);
+  args.push('--valkey-nodes', o.valkey.nodes.join(','));
+  return spawnSluice(args, { env: o.env });
+}
+
+export interface RunningGateway {
+  proc: SluiceProcess;
+  url: string;
+  adminUrl: string;
+  configFile: string;
+}
+
+/** `sluice gateway` with `config` (any gateway configuration object) written to `configFile`. */
+export async function startGateway(
+  config: unknown,
+  configFile: string,
+  opts: { env?: NodeJS.ProcessEnv; readyTimeoutMs?: number } = {},
+): Promise<RunningGateway> {
+  writeFileSync(configFile, JSON.stringify(config, null, 2));
+  const proc = await spawnSluice(['gateway', '--config', configFile], opts);
+  return { proc, url: proc.url, adminUrl: adminUrlOf(proc.readyLine), configFile };
 }

@@ -1,7 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 
-/** The project root: dist/src/valkey/paths.js lives three levels below it. */
+/** The project root: dist/src/harness/paths.js lives three levels below it. */
 export const PROJECT_ROOT = path.resolve(fileURLToPath(new URL('../../..', import.meta.url)));
 
 /** Where run state (pid records, logs, nodes.conf) lives: gitignored, inside the project. */
