@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { seededRandom } from '../src/pressure/plant.js';
+import { seededRandom } from '../src/util/random.js';
 import { createFeedTracker, DEFAULT_FEED_TRACKER_PARAMS } from '../src/pressure/staleness.js';
 import type { FeedTracker, FeedValue } from '../src/pressure/staleness.js';
 

@@ -6,6 +6,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Cluster, Redis } from 'ioredis';
 import { UPSTREAM_POOL, boundedBody } from '../gateway/upstream-io.js';
 import { parseNodeAddress } from '../store/options.js';
+import { withinDeadline } from '../util/deadline.js';
 
 /**
  * The peer baseline of the benchmarks: what a user would otherwise put in front of a relay.
@@ -88,27 +89,20 @@ async function connect(client: IoClient, timeoutMs: number, what: string): Promi
   client.on('error', (err: unknown) => {
     lastError = err;
   });
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new Error(`cannot connect ${what} within ${timeoutMs} ms`)),
-      timeoutMs,
-    );
-  });
+  const ready = (async () => {
+    await client.connect();
+    await client.ping();
+  })();
   try {
-    await Promise.race([
-      (async () => {
-        await client.connect();
-        await client.ping();
-      })(),
-      deadline,
-    ]);
+    await withinDeadline(
+      ready,
+      timeoutMs,
+      () => new Error(`cannot connect ${what} within ${timeoutMs} ms`),
+    );
   } catch (err) {
     client.disconnect();
     const cause = lastError instanceof Error ? `: ${lastError.message}` : '';
     throw new Error(`peer gateway: ${(err as Error).message}${cause}`, { cause: err });
-  } finally {
-    clearTimeout(timer);
   }
 }
 

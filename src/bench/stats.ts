@@ -1,4 +1,5 @@
 /** Small, pure statistics for benchmark rounds. */
+import { seededRandom } from '../util/random.js';
 
 export function median(values: readonly number[]): number {
   if (values.length === 0) return NaN;
@@ -15,18 +16,6 @@ export function stddev(values: readonly number[]): number {
 
 export function minMax(values: readonly number[]): [number, number] {
   return [Math.min(...values), Math.max(...values)];
-}
-
-/** A seeded PRNG (mulberry32) returning [0, 1): benchmark loads are reproducible from a seed. */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /** Deterministic shuffle, so a run's arm order can be reproduced from its seed. */

@@ -12,7 +12,8 @@ import { finalizeEvent, generateSecretKey, verifyEvent } from 'nostr-tools/pure'
 import type { Event } from 'nostr-tools/pure';
 import { initNostrWasm } from 'nostr-wasm';
 import { initSignatureVerifier, verifySignature } from '../gateway/nostr-verify.js';
-import { minMax, seededRandom, shuffled } from './stats.js';
+import { seededRandom } from '../util/random.js';
+import { minMax, shuffled } from './stats.js';
 
 export interface VerifyBenchOptions {
   /** Events per set (valid, invalid) verified by each verifier in each round. */

@@ -57,7 +57,7 @@ export function ewmaWeight(dtSec: number, tauSec: number): number {
 }
 
 /** Seconds since the previous step: 0 on the first, an error if time runs backwards. */
-export class TickClock {
+class TickClock {
   private last: number | undefined;
 
   advance(t: number): number {
@@ -72,10 +72,28 @@ export class TickClock {
 }
 
 /** Rejects what a sampler must never hand to a law: a missing or negative memory ratio. */
-export function checkInput(input: LawInput): void {
+function checkInput(input: LawInput): void {
   if (!Number.isFinite(input.u) || input.u < 0) {
     throw new RangeError(`law input u must be a finite ratio >= 0, got ${input.u}`);
   }
+}
+
+/**
+ * A law from its update rule. The frame checks each input and keeps the clock, so a rule
+ * only turns an input and the seconds since the last one (0 at first) into an output.
+ */
+export function lawOf(
+  name: ControlLaw['name'],
+  update: (input: LawInput, dt: number) => LawOutput,
+): ControlLaw {
+  const clock = new TickClock();
+  return {
+    name,
+    step(input: LawInput): LawOutput {
+      checkInput(input);
+      return update(input, clock.advance(input.t));
+    },
+  };
 }
 
 export interface LatchParams {

@@ -1,11 +1,10 @@
 import {
   backlogMultiplier,
-  checkInput,
   clamp,
   EmergencyLatch,
   ewmaWeight,
   quantiseWithDeadband,
-  TickClock,
+  lawOf,
 } from './law.js';
 import type { ControlLaw, LawInput, LawOutput } from './law.js';
 
@@ -101,7 +100,6 @@ function validate(p: LeadLawParams): void {
 export function createLeadLaw(params: Partial<LeadLawParams> = {}): ControlLaw {
   const p: LeadLawParams = { ...DEFAULT_LEAD_LAW_PARAMS, ...params };
   validate(p);
-  const clock = new TickClock();
   const latch = new EmergencyLatch({ enterAt: p.uEmerg, exitAt: p.uExit, dwellSec: p.dwellSec });
   const backlogLaw =
     p.acceptableBacklogBytes !== undefined && p.baseBytesPerSec !== undefined
@@ -117,30 +115,25 @@ export function createLeadLaw(params: Partial<LeadLawParams> = {}): ControlLaw {
   let m = 1;
   let published = 1;
 
-  return {
-    name: 'lead',
-    step(input: LawInput): LawOutput {
-      checkInput(input);
-      const { t, u } = input;
-      const dt = clock.advance(t);
-      if (!started) {
-        ubar = u;
-        started = true;
-      } else if (dt > 0) {
-        const previous = ubar;
-        ubar += ewmaWeight(dt, p.tauSec) * (u - ubar);
-        slope += ewmaWeight(dt, p.slopeTauSec) * ((ubar - previous) / dt - slope);
-      }
-      // Anticipate rises only: a falling slope must not hand out quota before memory is back.
-      const uhat = ubar + Math.max(0, slope) * p.leadSec;
-      const x = clamp((uhat - p.uLo) / (p.uHi - p.uLo), 0, 1);
-      const mMemory = 1 - (1 - p.mMin) * x;
-      const mBacklog = backlogLaw ? backlogMultiplier(input.backlog, backlogLaw) : 1;
-      const mode = latch.update(t, u);
-      const goal = mode === 'emergency' ? p.mMin : Math.min(mMemory, mBacklog);
-      m = goal < m ? goal : Math.min(goal, m + p.rUpPerSec * dt);
-      published = quantiseWithDeadband(published, m, p.quantum, p.deadband, p.mMin);
-      return { m: published, u, uhat, mode, emergencyEntries: latch.entries };
-    },
-  };
+  return lawOf('lead', (input: LawInput, dt: number): LawOutput => {
+    const { t, u } = input;
+    if (!started) {
+      ubar = u;
+      started = true;
+    } else if (dt > 0) {
+      const previous = ubar;
+      ubar += ewmaWeight(dt, p.tauSec) * (u - ubar);
+      slope += ewmaWeight(dt, p.slopeTauSec) * ((ubar - previous) / dt - slope);
+    }
+    // Anticipate rises only: a falling slope must not hand out quota before memory is back.
+    const uhat = ubar + Math.max(0, slope) * p.leadSec;
+    const x = clamp((uhat - p.uLo) / (p.uHi - p.uLo), 0, 1);
+    const mMemory = 1 - (1 - p.mMin) * x;
+    const mBacklog = backlogLaw ? backlogMultiplier(input.backlog, backlogLaw) : 1;
+    const mode = latch.update(t, u);
+    const goal = mode === 'emergency' ? p.mMin : Math.min(mMemory, mBacklog);
+    m = goal < m ? goal : Math.min(goal, m + p.rUpPerSec * dt);
+    published = quantiseWithDeadband(published, m, p.quantum, p.deadband, p.mMin);
+    return { m: published, u, uhat, mode, emergencyEntries: latch.entries };
+  });
 }

@@ -1,4 +1,4 @@
-import { checkInput, clamp, EmergencyLatch, TickClock } from './law.js';
+import { clamp, EmergencyLatch, lawOf } from './law.js';
 import type { ControlLaw, LawInput, LawOutput } from './law.js';
 
 /**
@@ -76,7 +76,6 @@ export function createPidLaw(params: Partial<PidLawParams> = {}): ControlLaw {
   const p: PidLawParams = { ...DEFAULT_PID_LAW_PARAMS, ...params };
   if (!(p.writerRatePerSec > 0)) throw new RangeError('pid law: writerRatePerSec must be > 0');
   if (!(p.uExit < p.uEmerg)) throw new RangeError('pid law: uExit must be below uEmerg');
-  const clock = new TickClock();
   const latch = new EmergencyLatch({ enterAt: p.uEmerg, exitAt: p.uExit, dwellSec: 0 });
   let started = false;
   let integral = 0;
@@ -106,21 +105,16 @@ export function createPidLaw(params: Partial<PidLawParams> = {}): ControlLaw {
     return lastDelay;
   }
 
-  return {
-    name: 'pid',
-    step(input: LawInput): LawOutput {
-      checkInput(input);
-      const { t, u } = input;
-      const dt = clock.advance(t);
-      const pv = p.memoryWeight * u + (1 - p.memoryWeight) * load(input);
-      let delay = pidDelay(pv - p.setpoint, dt);
-      const mode = latch.update(t, u);
-      if (mode === 'emergency') {
-        const scaled = delay * (1 + p.emergencyGain * Math.max(0, u - p.uEmerg));
-        delay = clamp(scaled, p.emergencyMinDelaySec, p.emergencyMaxDelaySec);
-      }
-      const m = delayToMultiplier(delay, p.writerRatePerSec);
-      return { m, u, uhat: u, mode, emergencyEntries: latch.entries };
-    },
-  };
+  return lawOf('pid', (input: LawInput, dt: number): LawOutput => {
+    const { t, u } = input;
+    const pv = p.memoryWeight * u + (1 - p.memoryWeight) * load(input);
+    let delay = pidDelay(pv - p.setpoint, dt);
+    const mode = latch.update(t, u);
+    if (mode === 'emergency') {
+      const scaled = delay * (1 + p.emergencyGain * Math.max(0, u - p.uEmerg));
+      delay = clamp(scaled, p.emergencyMinDelaySec, p.emergencyMaxDelaySec);
+    }
+    const m = delayToMultiplier(delay, p.writerRatePerSec);
+    return { m, u, uhat: u, mode, emergencyEntries: latch.entries };
+  });
 }

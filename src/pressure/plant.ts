@@ -1,4 +1,5 @@
 import type { ControlLaw, Mode } from './law.js';
+import { seededRandom } from '../util/random.js';
 
 /**
  * A deterministic simulated relay node, to run control laws in simulated time: memory =
@@ -78,18 +79,6 @@ export interface Plant {
   observe(): PlantState;
   /** Publish m now and advance dt seconds; returns the state at the end. */
   step(dtSec: number, m: number): PlantStep;
-}
-
-/** A small seeded PRNG (mulberry32): same seed, same run. */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 export function createPlant(params: Partial<PlantParams> = {}): Plant {

@@ -1,8 +1,7 @@
-import { mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
-import path from 'node:path';
 import { WebSocketServer } from 'ws';
-import { PROJECT_ROOT } from '../harness/paths.js';
+import { PROJECT_ROOT, packageVersion } from '../harness/paths.js';
 import { DataFile } from './datafile.js';
 import { Flusher } from './flusher.js';
 import { buildHttp } from './http.js';
@@ -123,7 +122,7 @@ export async function startRelay(config: RelayConfig): Promise<RunningRelay> {
   const metrics = createMetrics(config.nodeId, stats);
   const app = buildHttp({
     nodeId: config.nodeId,
-    version: packageVersion(),
+    version: packageVersion(PROJECT_ROOT) ?? '0.0.0',
     limits,
     store,
     index,
@@ -190,15 +189,4 @@ export async function startRelay(config: RelayConfig): Promise<RunningRelay> {
         unclaim();
       })()),
   };
-}
-
-function packageVersion(): string {
-  try {
-    const pkg = JSON.parse(readFileSync(path.join(PROJECT_ROOT, 'package.json'), 'utf8')) as {
-      version?: string;
-    };
-    return pkg.version ?? '0.0.0';
-  } catch {
-    return '0.0.0';
-  }
 }

@@ -4,6 +4,7 @@ import { Redis as IoRedis, Cluster as IoRedisCluster } from 'ioredis';
 import { Redis as IoValkey, Cluster as IoValkeyCluster } from 'iovalkey';
 import { StoreConnectError, describeError } from './errors.js';
 import type { StoreOptions } from './options.js';
+import { withinDeadline } from '../util/deadline.js';
 
 export type GlideAny = GlideClient | GlideClusterClient;
 export type IoAny = IoRedis | IoRedisCluster | IoValkey | IoValkeyCluster;
@@ -205,21 +206,16 @@ async function withDeadline<T>(
   what: string,
   lateCleanup?: (late: T) => void,
 ): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new StoreConnectError(`cannot connect ${what} within ${ms} ms`)),
-      ms,
-    );
-  });
   try {
-    return await Promise.race([pending, deadline]);
+    return await withinDeadline(
+      pending,
+      ms,
+      () => new StoreConnectError(`cannot connect ${what} within ${ms} ms`),
+    );
   } catch (err) {
     if (lateCleanup) pending.then(lateCleanup, () => undefined);
     if (err instanceof StoreConnectError) throw err;
     throw new StoreConnectError(`cannot connect ${what}: ${describeError(err)}`);
-  } finally {
-    clearTimeout(timer);
   }
 }
 

@@ -55,6 +55,12 @@ function readRecord(dir: string): InstanceRecord | undefined {
   }
 }
 
+/** The instance's run directory and what it records, if anything. */
+function recorded(sel: InstanceSelector, env: NodeJS.ProcessEnv) {
+  const dir = instanceDir(sel, env);
+  return { dir, record: readRecord(dir) };
+}
+
 function liveCount(record: InstanceRecord): number {
   return record.pids.filter((pid, i) => isOurServer(pid, record.ports[i]!)).length;
 }
@@ -68,8 +74,7 @@ export async function startInstance(
   log: Logger,
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<InstanceRecord> {
-  const dir = instanceDir(sel, env);
-  const existing = readRecord(dir);
+  const { dir, record: existing } = recorded(sel, env);
   if (existing) {
     if (liveCount(existing) === existing.pids.length) {
       log.info(`${describe(sel)} is already running (pids ${existing.pids.join(', ')})`);
@@ -139,8 +144,7 @@ export async function stopInstance(
   log: Logger,
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<boolean> {
-  const dir = instanceDir(sel, env);
-  const record = readRecord(dir);
+  const { dir, record } = recorded(sel, env);
   if (!record) {
     log.info(`${describe(sel)} is not running (nothing recorded in ${dir})`);
     return false;
@@ -176,7 +180,7 @@ export async function statusReport(env: NodeJS.ProcessEnv = process.env): Promis
   if (selectors.length === 0) return `no embedded Valkey is running (run dir ${runDir(env)})`;
   const parts: string[] = [];
   for (const sel of selectors) {
-    const record = readRecord(instanceDir(sel, env));
+    const { record } = recorded(sel, env);
     if (!record) continue;
     const live = liveCount(record);
     const state =

@@ -6,10 +6,9 @@ import path from 'node:path';
 import { runVariant } from './adaptive-variant.js';
 import { runDir } from '../../harness/paths.js';
 import type { RunConfig } from './config.js';
-import { environment } from './environment.js';
 import { withCpuPerRequest } from './proc-sampler.js';
 import type { RunResult, RunTargets } from './runner.js';
-import { RESULT_SCHEMA, failedRun } from './runner.js';
+import { failedRun, resultBase } from './runner.js';
 import { commandCalls, commandDelta, discoverNodes, watchedValkey } from './valkey-stats.js';
 
 const MiB = 1024 * 1024;
@@ -31,13 +30,7 @@ export async function runAdaptive(
   targets: RunTargets,
   log: (line: string) => void,
 ): Promise<RunResult> {
-  const startedAt = new Date().toISOString();
-  const base = {
-    schema: RESULT_SCHEMA as typeof RESULT_SCHEMA,
-    config: cfg,
-    startedAt,
-    ...(await environment(targets.valkey)),
-  };
+  const base = await resultBase(cfg, targets);
   const calmSec = calmSeconds(cfg.durationSec);
   const opts = { ...ADAPTIVE_SCENARIO, calmSec, overloadSec: cfg.durationSec - calmSec };
   try {

@@ -1,11 +1,10 @@
 /** The machine and the software versions a result was measured with. */
-import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { openNodeConnection } from '../../store/node.js';
 import type { NodeAddress } from '../../store/options.js';
 import { parseInfo } from '../../valkey/cluster.js';
-import { PROJECT_ROOT } from '../../harness/paths.js';
+import { PROJECT_ROOT, packageVersion } from '../../harness/paths.js';
 
 const PACKAGES = [
   'rate-limiter-flexible',
@@ -19,17 +18,6 @@ const PACKAGES = [
   'autocannon',
 ];
 
-function packageVersion(dir: string): string {
-  try {
-    const pkg = JSON.parse(readFileSync(path.join(dir, 'package.json'), 'utf8')) as {
-      version?: string;
-    };
-    return pkg.version ?? 'unknown';
-  } catch {
-    return 'not installed';
-  }
-}
-
 export function machine() {
   return {
     cpus: os.cpus().length,
@@ -41,9 +29,9 @@ export function machine() {
 }
 
 export async function versions(valkey?: NodeAddress): Promise<Record<string, string>> {
-  const out: Record<string, string> = { sluice: packageVersion(PROJECT_ROOT) };
+  const out: Record<string, string> = { sluice: packageVersion(PROJECT_ROOT) ?? 'unknown' };
   for (const name of PACKAGES) {
-    out[name] = packageVersion(path.join(PROJECT_ROOT, 'node_modules', name));
+    out[name] = packageVersion(path.join(PROJECT_ROOT, 'node_modules', name)) ?? 'not installed';
   }
   if (valkey) {
     try {

@@ -4,7 +4,7 @@
  * run can be reproduced. The gateway hashes each identity into its own hash tag, so many
  * identities spread across every cluster slot.
  */
-import { seededRandom } from '../stats.js';
+import { seededRandom } from '../../util/random.js';
 
 export type KeyDistribution = 'uniform' | 'zipf';
 

@@ -324,25 +324,27 @@ async function relayForRun(
   return { url: relayUrl, pid: stats.pid, nodeId: stats.nodeId };
 }
 
+/** What every result file of a run starts with: its settings, start time and environment. */
+export async function resultBase(cfg: RunConfig, targets: RunTargets) {
+  return {
+    schema: RESULT_SCHEMA as typeof RESULT_SCHEMA,
+    config: cfg,
+    startedAt: new Date().toISOString(),
+    ...(await environment(targets.valkey)),
+  };
+}
+
 export async function runOnce(
   cfg: RunConfig,
   targets: RunTargets,
   log: (line: string) => void,
 ): Promise<RunResult> {
-  const startedAt = new Date().toISOString();
   const t0 = performance.now();
   const phase = (what: string) =>
     log(`  [${((performance.now() - t0) / 1000).toFixed(1)}s] ${what}`);
   const started: { stop(): Promise<unknown> }[] = [];
   const workDir = mkdtempSync(path.join(os.tmpdir(), 'sluice-bench-run-'));
-  const base = {
-    schema: RESULT_SCHEMA as typeof RESULT_SCHEMA,
-    config: cfg,
-    startedAt,
-    ...(await environment(targets.valkey)),
-    timeseries: null,
-    adaptive: null,
-  };
+  const base = { ...(await resultBase(cfg, targets)), timeseries: null, adaptive: null };
   let clientSettings: Record<string, unknown> | null = null;
   try {
     const pool = cfg.freshEvents ? [] : eventPool(POOL_SIZE, cfg.seed);
