@@ -2,7 +2,7 @@ import { Option } from 'commander';
 import type { Command } from 'commander';
 import { CLIENT_KINDS, parseNodeAddress } from '../store/options.js';
 import type { ClientKind } from '../store/options.js';
-import { positiveInt } from './valkey.js';
+import { positiveInt } from './flags.js';
 
 interface ClientsFlags {
   clients: number;

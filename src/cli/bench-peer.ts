@@ -1,7 +1,8 @@
 import { Option } from 'commander';
 import type { Command } from 'commander';
-import { listenPort, positiveInt } from './valkey.js';
-import { untilSignal } from './signals.js';
+import { stopOnSignals } from './signals.js';
+import { list, listenPort, positiveInt } from './flags.js';
+import { TOPOLOGIES } from '../store/options.js';
 
 interface PeerFlags {
   host: string;
@@ -21,13 +22,6 @@ interface PeerFlags {
 
 /** A TCP port, or 0 for a free one. */
 
-function list(value: string): string[] {
-  return value
-    .split(',')
-    .map((s) => s.trim())
-    .filter((s) => s.length > 0);
-}
-
 /** `sluice bench peer`: the peer baseline (Fastify + @fastify/rate-limit on Valkey). */
 export function registerPeer(bench: Command): void {
   bench
@@ -41,7 +35,7 @@ export function registerPeer(bench: Command): void {
     .requiredOption('--upstream <url>', 'the relay, e.g. http://127.0.0.1:7001')
     .addOption(
       new Option('--valkey-mode <mode>', 'Valkey topology')
-        .choices(['standalone', 'cluster'])
+        .choices(TOPOLOGIES)
         .default('standalone'),
     )
     .option('--valkey-nodes <list>', 'comma-separated host:port list', '127.0.0.1:6379')
@@ -62,10 +56,9 @@ export function registerPeer(bench: Command): void {
       }
       const nodes = list(flags.valkeyNodes);
       if (nodes.length === 0) throw new Error('--valkey-nodes: give at least one host:port');
-      const signal = untilSignal();
       // Loaded here: every command's modules would otherwise sit in every process's memory.
       const { startPeerGateway } = await import('../bench/peer-gateway.js');
-      const peer = await startPeerGateway({
+      const starting = startPeerGateway({
         host: flags.host,
         port: flags.port,
         upstream: flags.upstream,
@@ -79,17 +72,9 @@ export function registerPeer(bench: Command): void {
         skipOnError: flags.skipOnError ?? false,
         nameSpace: flags.nameSpace,
       });
+      stopOnSignals(10_000, async () => (await starting).close());
+      const started = await starting;
       // The one line on stdout; the harness waits for it and reads the settings from it.
-      console.log(`sluice peer ready: ${peer.url} settings=${JSON.stringify(peer.settings)}`);
-      await signal;
-      const force = setTimeout(() => process.exit(1), 10_000);
-      force.unref();
-      try {
-        await peer.close();
-      } catch (err) {
-        console.error(`sluice peer: shutdown failed: ${(err as Error).message}`);
-        process.exit(1);
-      }
-      process.exit(0);
+      console.log(`sluice peer ready: ${started.url} settings=${JSON.stringify(started.settings)}`);
     });
 }

@@ -2,7 +2,7 @@ import { Option } from 'commander';
 import type { Command } from 'commander';
 import { RELAY_IMPLS, WORKLOADS } from '../bench/run/config.js';
 import type { RelayImpl, Workload } from '../bench/run/config.js';
-import { positiveInt } from './valkey.js';
+import { positiveInt, positiveNumber, share } from './flags.js';
 
 interface RunFlags {
   implementation: string;
@@ -31,18 +31,6 @@ interface RunFlags {
   authors: number;
   out?: string;
   outDir?: string;
-}
-
-function share(text: string): number {
-  const x = Number(text);
-  if (!(x >= 0 && x <= 1)) throw new Error(`expected a share between 0 and 1, got "${text}"`);
-  return x;
-}
-
-function positiveNumber(text: string): number {
-  const x = Number(text);
-  if (!(x > 0)) throw new Error(`expected a positive number, got "${text}"`);
-  return x;
 }
 
 /** Heavy writes cost the relay this many sha256 rounds each (~1 ms of one core here). */

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { positiveInt } from './valkey.js';
+import { positiveInt } from './flags.js';
 
 interface VerifyFlags {
   events: number;

@@ -3,7 +3,7 @@ import { registerBenchRun, registerRelayInstall } from './bench-run.js';
 import { registerPeer } from './bench-peer.js';
 import { registerBenchVerify } from './bench-verify.js';
 import { registerClientsBench } from './bench-clients.js';
-import { positiveInt } from './valkey.js';
+import { positiveInt } from './flags.js';
 
 export function registerBench(program: Command): void {
   const bench = program

@@ -1,10 +1,14 @@
 import { Option } from 'commander';
 import type { Command } from 'commander';
 import type { FeedProcessOptions } from '../pressure/feed-process.js';
-import { parseBytes } from './relay.js';
-import { listenPort, positiveInt } from './valkey.js';
+import { stopOnSignals } from './signals.js';
+import { listenPort, parseBytes, positiveInt } from './flags.js';
+import { CLIENT_KINDS, TOPOLOGIES } from '../store/options.js';
 
 type FeedFlags = FeedProcessOptions;
+
+/** Closing the Valkey client is all a feed has to do. */
+const FEED_STOP_GRACE_MS = 5_000;
 
 export function registerFeed(program: Command): void {
   program
@@ -35,12 +39,12 @@ export function registerFeed(program: Command): void {
     )
     .addOption(
       new Option('--valkey-client <name>', 'Valkey client')
-        .choices(['valkey-glide', 'iovalkey', 'ioredis'])
+        .choices(CLIENT_KINDS)
         .default('valkey-glide'),
     )
     .addOption(
       new Option('--valkey-mode <mode>', 'Valkey topology')
-        .choices(['standalone', 'cluster'])
+        .choices(TOPOLOGIES)
         .default('standalone'),
     )
     .option('--valkey-nodes <list>', 'comma-separated host:port list', '127.0.0.1:6379')
@@ -55,6 +59,9 @@ export function registerFeed(program: Command): void {
         throw new Error('give exactly one source: --pid, --cgroup, --prometheus or --relay');
       }
       const { runFeed } = await import('../pressure/feed-process.js');
-      await runFeed(flags);
+      // In place before the ready line: whoever reads it may signal at once.
+      const starting = runFeed(flags);
+      stopOnSignals(FEED_STOP_GRACE_MS, async () => (await starting)());
+      await starting;
     });
 }

@@ -5,8 +5,10 @@ import type { ConfigSources } from '../config/load.js';
 import { defaultSaltWarning } from '../config/secrets.js';
 import type { GatewayConfig } from '../config/schema.js';
 import type { Logger as Log } from 'pino';
+import { stopOnSignals } from './signals.js';
 import type { ToPrimary, ToWorker } from '../gateway/cluster-messages.js';
-import { listenPort } from './valkey.js';
+import { collect, listenPort } from './flags.js';
+import { CLIENT_KINDS, TOPOLOGIES } from '../store/options.js';
 
 interface GatewayFlags {
   config?: string;
@@ -28,10 +30,6 @@ function workersFlag(text: string): number | 'auto' {
   if (!Number.isInteger(n) || n < 1)
     throw new ConfigError(`--workers "${text}": expected a count or auto`);
   return n;
-}
-
-function collect(value: string, previous: string[] = []): string[] {
-  return [...previous, value];
 }
 
 /** Flags become dotted-path overrides, applied over the file and the environment. */
@@ -77,16 +75,8 @@ export function registerGateway(program: Command): void {
     .option('--port <n>', 'listen port (default 8080; 0 picks a free one)', listenPort)
     .option('--admin-port <n>', 'admin/metrics port (default 8081; 0 picks a free one)', listenPort)
     .option('--admin-token <token>', 'admin bearer token (prefer SLUICE_ADMIN_TOKEN)')
-    .addOption(
-      new Option('--valkey-client <name>', 'Valkey client').choices([
-        'valkey-glide',
-        'iovalkey',
-        'ioredis',
-      ]),
-    )
-    .addOption(
-      new Option('--valkey-mode <mode>', 'Valkey topology').choices(['standalone', 'cluster']),
-    )
+    .addOption(new Option('--valkey-client <name>', 'Valkey client').choices(CLIENT_KINDS))
+    .addOption(new Option('--valkey-mode <mode>', 'Valkey topology').choices(TOPOLOGIES))
     .option('--valkey-nodes <list>', 'comma-separated host:port list')
     .option(
       '--workers <n>',
@@ -146,32 +136,6 @@ function reloadFrom(sources: ConfigSources, log: Log, apply: (next: GatewayConfi
   }
 }
 
-/** SIGTERM and SIGINT stop once, within the grace period, then exit. */
-function onStopSignals(
-  graceMs: number,
-  log: Log,
-  close: () => Promise<void>,
-): (why: string) => void {
-  let stopping = false;
-  const stop = (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    log.info({ signal }, 'shutting down');
-    const force = setTimeout(() => process.exit(1), graceMs);
-    force.unref();
-    close().then(
-      () => process.exit(0),
-      (err: unknown) => {
-        log.error({ err }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
-  };
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGINT', () => stop('SIGINT'));
-  return stop;
-}
-
 /** One gateway process: alone (with its admin listener), or a worker of a primary. */
 async function runGatewayProcess(
   config: GatewayConfig,
@@ -189,7 +153,7 @@ async function runGatewayProcess(
   process.on('uncaughtException', (err) => gateway.internalError('uncaught-exception', err));
   process.on('unhandledRejection', (err) => gateway.internalError('unhandled-rejection', err));
   const reload = () => reloadFrom(sources, log, (next) => gateway.reload(next));
-  const stop = onStopSignals(config.shutdownGraceMs, log, () => gateway.close());
+  const stop = stopOnSignals(config.shutdownGraceMs, () => gateway.close(), log);
   if (!worker) {
     process.on('SIGHUP', reload);
     // Last: whoever reads this line may signal at once, so every handler is in place.
@@ -234,7 +198,7 @@ async function runPrimary(
   // Checked here first, so a bad file is reported once and no worker sees it.
   process.on('SIGHUP', () => reloadFrom(sources, log, () => primary.reload()));
   // Workers have their own grace; the primary waits for them, plus a margin.
-  onStopSignals(config.shutdownGraceMs + 5000, log, () => primary.close());
+  stopOnSignals(config.shutdownGraceMs + 5000, () => primary.close(), log);
   console.log(
     `sluice gateway ready: ${primary.url} admin=${primary.adminUrl} workers=${primary.workerPids().join(',')}`,
   );

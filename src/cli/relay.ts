@@ -7,41 +7,11 @@ import {
 } from '../relay/defaults.js';
 import type { RelayConfig } from '../relay/server.js';
 import { runDir } from '../harness/paths.js';
-import { untilSignal } from './signals.js';
+import { stopOnSignals } from './signals.js';
+import { integerIn, parseBytes } from './flags.js';
 
-const UNITS: Record<string, number> = {
-  '': 1,
-  k: 1024,
-  kb: 1024,
-  kib: 1024,
-  m: 1024 ** 2,
-  mb: 1024 ** 2,
-  mib: 1024 ** 2,
-  g: 1024 ** 3,
-  gb: 1024 ** 3,
-  gib: 1024 ** 3,
-};
-
-/** A byte count: an integer, optionally with a binary unit (64KiB, 2MiB, 1g). */
-export function parseBytes(value: string): number {
-  const m = /^(\d+)\s*([a-z]*)$/i.exec(value.trim());
-  const unit = m ? UNITS[m[2]!.toLowerCase()] : undefined;
-  const bytes = m && unit ? Number(m[1]) * unit : NaN;
-  if (!Number.isSafeInteger(bytes)) {
-    throw new InvalidArgumentError(`"${value}" is not a byte count (e.g. 1048576, 512KiB, 2MiB)`);
-  }
-  return bytes;
-}
-
-function integerIn(min: number, max: number, what: string) {
-  return (value: string): number => {
-    const n = Number(value);
-    if (!/^\d+$/.test(value.trim()) || !Number.isSafeInteger(n) || n < min || n > max) {
-      throw new InvalidArgumentError(`"${value}" is not ${what} (${min}-${max})`);
-    }
-    return n;
-  };
-}
+/** A relay flushes its memtable on close: time enough for that, then it is cut. */
+const RELAY_STOP_GRACE_MS = 10_000;
 
 function nodeId(value: string): string {
   // It names a directory under the run dir, so keep it to a safe alphabet.
@@ -162,19 +132,15 @@ export function registerRelay(program: Command): void {
       ).env('SLUICE_RELAY_ADMIN_TOKEN'),
     )
     .action(async (flags: RelayFlags) => {
-      const signal = untilSignal();
       // Loaded here: every command's modules would otherwise sit in every process's memory.
       const { startRelay } = await import('../relay/server.js');
-      const relay = await startRelay(toConfig(flags));
+      const starting = startRelay(toConfig(flags));
+      stopOnSignals(RELAY_STOP_GRACE_MS, async () => (await starting).close());
+      const started = await starting;
       // The one line on stdout; tests and scripts wait for it.
-      console.log(`sluice relay ready: ${relay.url} node=${relay.nodeId}`);
-      if (relay.reloadedEvents > 0) {
-        console.error(`relay ${relay.nodeId}: reloaded ${relay.reloadedEvents} events`);
+      console.log(`sluice relay ready: ${started.url} node=${started.nodeId}`);
+      if (started.reloadedEvents > 0) {
+        console.error(`relay ${started.nodeId}: reloaded ${started.reloadedEvents} events`);
       }
-      await signal;
-      await relay.close();
-      // Everything is closed, so the process ends by itself; this only guards against a
-      // handle something else left open.
-      setTimeout(() => process.exit(0), 2000).unref();
     });
 }

@@ -12,26 +12,7 @@ import type { InstanceSelector, Logger } from '../valkey/embedded.js';
 import { CLUSTER_SIZE, formCluster, isClusterFormed } from '../valkey/cluster.js';
 import { parseNodeAddress } from '../store/options.js';
 import type { NodeAddress } from '../store/options.js';
-
-export function parsePort(value: string): number {
-  const port = Number(value);
-  if (!Number.isInteger(port) || port < 1 || port > 65535) {
-    throw new InvalidArgumentError(`"${value}" is not a TCP port (1-65535)`);
-  }
-  return port;
-}
-
-/** A listening port, or 0 to let the system pick a free one. */
-export function listenPort(value: string): number {
-  return value.trim() === '0' ? 0 : parsePort(value);
-}
-
-export function positiveInt(value: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1)
-    throw new InvalidArgumentError(`"${value}" is not a positive integer`);
-  return n;
-}
+import { parsePort, positiveInt } from './flags.js';
 
 function nodeList(value: string): NodeAddress[] {
   const nodes = value.split(',').map((text) => {

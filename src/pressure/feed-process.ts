@@ -37,8 +37,11 @@ function samplerFor(o: FeedProcessOptions): Sampler {
   return prometheusSampler(o.prometheus!, o.metric);
 }
 
-/** `sluice feed`: wire sampler, law, Valkey and a /metrics listener; stop on SIGTERM/SIGINT. */
-export async function runFeed(o: FeedProcessOptions): Promise<void> {
+/**
+ * `sluice feed`: wire sampler, law, Valkey and a /metrics listener, print the ready line;
+ * resolves with what stops it all.
+ */
+export async function runFeed(o: FeedProcessOptions): Promise<() => Promise<void>> {
   if ((o.acceptableBacklog === undefined) !== (o.baseRate === undefined)) {
     throw new Error(
       'give --acceptable-backlog and --base-rate together (the backlog term needs both)',
@@ -93,13 +96,12 @@ export async function runFeed(o: FeedProcessOptions): Promise<void> {
   });
   await new Promise<void>((resolve) => server.listen(o.port, o.host, resolve));
   const { port } = server.address() as AddressInfo;
-  const stop = () => {
+  const close = async () => {
     feed.stop();
     server.close();
-    void store.close().finally(() => process.exit(0));
+    await store.close();
   };
-  process.once('SIGTERM', stop);
-  process.once('SIGINT', stop);
-  // Last: whoever reads this line may signal at once.
+  // Last: whoever reads this line may signal at once (the caller handles signals first).
   console.log(`sluice feed ready: http://${o.host}:${port} node=${o.nodeId} law=${o.law}`);
+  return close;
 }
