@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { GatewayConfigSchema } from '../src/config/schema.js';
-import { MultiplierBoard } from '../src/pressure/board.js';
+import { MultiplierBoard } from '../src/pressure/follower/board.js';
 import { QuotaDecider } from '../src/quota/decider.js';
 import { Policy, makeIdentity } from '../src/quota/policy.js';
 import { StoreError } from '../src/store/index.js';

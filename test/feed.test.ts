@@ -5,7 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { PRESSURE_CHANNEL, decodeReport, pressureKey } from '../src/pressure/report.js';
 import type { PressureReport } from '../src/pressure/report.js';
-import { createStore, subscribe } from '../src/store/index.js';
+import { createStore } from '../src/store/index.js';
 import type { Store } from '../src/store/index.js';
 import { sluice } from './helpers/cli.js';
 import { matrix, nodesFor, storeOptions } from './helpers/env.js';
@@ -36,11 +36,11 @@ describe('sluice feed', { timeout: 120_000 }, () => {
     it(`${client} on ${mode}: publishes a leased report and a message every tick`, async () => {
       const node = `fed-${client}-${mode}-${Date.now()}`;
       const received: PressureReport[] = [];
-      const sub = await subscribe(storeOptions(client, mode), PRESSURE_CHANNEL, (text) => {
+      const store = await createStore(storeOptions(client, mode));
+      const sub = await store.subscribe(PRESSURE_CHANNEL, (text) => {
         const r = decodeReport(text);
         if (r?.node === node) received.push(r);
       });
-      const store = await createStore(storeOptions(client, mode));
       try {
         const feed = await startFeed({
           nodeId: node,

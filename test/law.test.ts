@@ -1,16 +1,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { backlogMultiplier, quantiseWithDeadband } from '../src/pressure/law.js';
-import type { ControlLaw } from '../src/pressure/law.js';
-import { createLeadLaw, DEFAULT_LEAD_LAW_PARAMS } from '../src/pressure/lead-law.js';
-import { createPidLaw, delayToMultiplier } from '../src/pressure/pid-law.js';
-import {
-  createPlant,
-  DEFAULT_PLANT_PARAMS,
-  overloadStep,
-  simulate,
-} from '../src/pressure/plant.js';
-import type { PlantParams, Scenario, SimOptions, SimResult } from '../src/pressure/plant.js';
+import { backlogMultiplier, quantiseWithDeadband } from '../src/pressure/laws/law.js';
+import type { ControlLaw } from '../src/pressure/laws/law.js';
+import { createLeadLaw, DEFAULT_LEAD_LAW_PARAMS } from '../src/pressure/laws/lead-law.js';
+import { createPidLaw, delayToMultiplier } from '../src/pressure/laws/pid-law.js';
+import { createPlant, DEFAULT_PLANT_PARAMS, overloadStep, simulate } from '../src/bench/plant.js';
+import type { PlantParams, Scenario, SimOptions, SimResult } from '../src/bench/plant.js';
 
 /** Each suite's bound (the simulations take well under a second each): a stuck test fails, it does not hang the run. */
 const BOUND = { timeout: 60_000 };

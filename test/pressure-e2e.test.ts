@@ -2,10 +2,10 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { finalizeEvent, generateSecretKey } from 'nostr-tools/pure';
-import { DEFAULT_LEAD_LAW_PARAMS } from '../src/pressure/lead-law.js';
+import { DEFAULT_LEAD_LAW_PARAMS } from '../src/pressure/laws/lead-law.js';
 import type { ClientKind, Topology } from '../src/store/index.js';
 import { PRESSURE_CHANNEL, decodeReport, pressureKey } from '../src/pressure/report.js';
-import { createStore, subscribe } from '../src/store/index.js';
+import { createStore } from '../src/store/index.js';
 import { storeOptions } from './helpers/env.js';
 import { admin, request, startGateway } from './helpers/gateway.js';
 import type { GatewayUnderTest } from './helpers/gateway.js';
@@ -285,19 +285,15 @@ for (const { client, mode } of CASES) {
       let lastFresh = Math.max(
         ...(await Promise.all(gateways.map(nodes))).map((v) => v['relay-a']!.multiplier),
       );
-      const reports = await subscribe(storeOptions(client, mode), PRESSURE_CHANNEL, (text) => {
+      const reportWatch = await createStore(storeOptions(client, mode));
+      const reports = await reportWatch.subscribe(PRESSURE_CHANNEL, (text) => {
         const r = decodeReport(text);
         if (r?.node === 'relay-a') lastFresh = Math.max(lastFresh, r.m);
       });
       try {
         // What it published before the subscription began is in its key.
-        const keys = await createStore(storeOptions(client, mode));
-        try {
-          const published = decodeReport(await keys.kv.get(pressureKey('relay-a')));
-          if (published) lastFresh = Math.max(lastFresh, published.m);
-        } finally {
-          await keys.close();
-        }
+        const published = decodeReport(await reportWatch.kv.get(pressureKey('relay-a')));
+        if (published) lastFresh = Math.max(lastFresh, published.m);
         await feeds[0]!.stop();
         for (const gw of gateways) {
           await waitFor(
@@ -315,6 +311,7 @@ for (const { client, mode } of CASES) {
         }
       } finally {
         await reports.close();
+        await reportWatch.close();
       }
 
       // The feed returns: trusted after a few reports, then a ramp up to what it reports, not a jump.

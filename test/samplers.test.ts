@@ -7,7 +7,7 @@ import {
   parsePrometheusValue,
   processSampler,
   prometheusSampler,
-} from '../src/pressure/samplers.js';
+} from '../src/pressure/feed/samplers.js';
 import { decodeReport, encodeReport, pressureKey } from '../src/pressure/report.js';
 import { startRelay } from './helpers/processes.js';
 import type { RelayProcess } from './helpers/processes.js';

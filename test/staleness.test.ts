@@ -1,8 +1,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { seededRandom } from '../src/util/random.js';
-import { createFeedTracker, DEFAULT_FEED_TRACKER_PARAMS } from '../src/pressure/staleness.js';
-import type { FeedTracker, FeedValue } from '../src/pressure/staleness.js';
+import {
+  createFeedTracker,
+  DEFAULT_FEED_TRACKER_PARAMS,
+} from '../src/pressure/follower/staleness.js';
+import type { FeedTracker, FeedValue } from '../src/pressure/follower/staleness.js';
 
 // Simulated time in seconds: the feed reports about once a second, the gateway polls every
 // 0.1 s, and both happen in time order.

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createStore, subscribe } from '../src/store/index.js';
+import { createStore } from '../src/store/index.js';
 import type { Store, Subscription } from '../src/store/index.js';
 import { matrix, storeOptions } from './helpers/env.js';
 
@@ -21,7 +21,7 @@ for (const { client, mode } of matrix()) {
     it('delivers a PUBLISH to a subscriber of the same client kind', async () => {
       const channel = `test:chan:${randomUUID()}`;
       const received: string[] = [];
-      sub = await subscribe(storeOptions(client, mode), channel, (m) => received.push(m));
+      sub = await store.subscribe(channel, (m) => received.push(m));
       // A subscription may take a moment to register on every node of a cluster.
       const deadline = Date.now() + 5000;
       while (received.length === 0 && Date.now() < deadline) {

@@ -11,7 +11,7 @@ import { RateLimiterRes } from 'rate-limiter-flexible';
 import type { RateLimiterStoreAbstract } from 'rate-limiter-flexible';
 import { DEFAULT_MAX_TRACKED_CLIENTS, GatewayConfigSchema } from '../src/config/schema.js';
 import { AddressSlots } from '../src/gateway/address-slots.js';
-import { MultiplierBoard } from '../src/pressure/board.js';
+import { MultiplierBoard } from '../src/pressure/follower/board.js';
 import { QuotaDecider } from '../src/quota/decider.js';
 import { IdentityKeys, boundIdentityKeys, identityKeys } from '../src/quota/identity-keys.js';
 import { Policy, makeIdentity } from '../src/quota/policy.js';

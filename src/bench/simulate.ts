@@ -1,8 +1,8 @@
-import type { ControlLaw } from '../pressure/law.js';
-import { createLeadLaw } from '../pressure/lead-law.js';
-import { createPidLaw } from '../pressure/pid-law.js';
-import { DEFAULT_PLANT_PARAMS, createPlant, overloadStep, simulate } from '../pressure/plant.js';
-import type { SimSummary } from '../pressure/plant.js';
+import type { ControlLaw } from '../pressure/laws/law.js';
+import { createLeadLaw } from '../pressure/laws/lead-law.js';
+import { createPidLaw } from '../pressure/laws/pid-law.js';
+import { DEFAULT_PLANT_PARAMS, createPlant, overloadStep, simulate } from './plant.js';
+import type { SimSummary } from './plant.js';
 
 /** A law that never adapts: the "no adaptation" variant on the simulated plant. */
 const noAdaptation: ControlLaw = {

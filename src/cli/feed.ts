@@ -1,6 +1,6 @@
 import { Option } from 'commander';
 import type { Command } from 'commander';
-import type { FeedProcessOptions } from '../pressure/feed-process.js';
+import type { FeedProcessOptions } from '../pressure/feed/feed-process.js';
 import { stopOnSignals } from './signals.js';
 import { listenPort, parseBytes, positiveInt } from './flags.js';
 import { CLIENT_KINDS, TOPOLOGIES } from '../store/options.js';
@@ -58,7 +58,7 @@ export function registerFeed(program: Command): void {
         // A plain Error: commander's own errors exit without their message from an action.
         throw new Error('give exactly one source: --pid, --cgroup, --prometheus or --relay');
       }
-      const { runFeed } = await import('../pressure/feed-process.js');
+      const { runFeed } = await import('../pressure/feed/feed-process.js');
       // In place before the ready line: whoever reads it may signal at once.
       const starting = runFeed(flags);
       stopOnSignals(FEED_STOP_GRACE_MS, async () => (await starting)());

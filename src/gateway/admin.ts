@@ -7,7 +7,7 @@ import {
   decodeLawParams,
   lawParamsKey,
   lawParamsProblem,
-} from '../pressure/law-params.js';
+} from '../pressure/laws/law-params.js';
 import { makeIdentity } from '../quota/policy.js';
 import type { GatewayContext } from './context.js';
 

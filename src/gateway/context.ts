@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { GatewayConfig } from '../config/schema.js';
-import type { MultiplierBoard } from '../pressure/board.js';
+import type { MultiplierBoard } from '../pressure/follower/board.js';
 import type { QuotaDecider, QuotaDecision } from '../quota/decider.js';
 import type { Policy } from '../quota/policy.js';
 import type { Store } from '../store/index.js';

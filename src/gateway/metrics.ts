@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, Summary, collectDefaultMetrics } from 'prom-client';
-import type { MultiplierBoard } from '../pressure/board.js';
+import type { MultiplierBoard } from '../pressure/follower/board.js';
 import type { UpstreamPool } from './upstreams.js';
 
 /** The gateway's Prometheus metrics, on a registry of its own. */

@@ -3,7 +3,7 @@ import Fastify, { LogController } from 'fastify';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Registry } from 'prom-client';
 import type { GatewayConfig } from '../config/schema.js';
-import { MultiplierBoard } from '../pressure/board.js';
+import { MultiplierBoard } from '../pressure/follower/board.js';
 import { QuotaDecider } from '../quota/decider.js';
 import { Policy } from '../quota/policy.js';
 import { createStore, parseNodeAddress } from '../store/index.js';
@@ -14,7 +14,7 @@ import type { GatewayContext } from './context.js';
 import { registerHttpProxy } from './http-proxy.js';
 import { GatewayMetrics } from './metrics.js';
 import { UpstreamPool } from './upstreams.js';
-import { PressureSync } from './pressure-sync.js';
+import { PressureFollower } from '../pressure/follower/follower.js';
 import { initSignatureVerifier } from './nostr-verify.js';
 import { attachWebSocketProxy } from './ws-proxy.js';
 
@@ -101,7 +101,7 @@ export async function startGateway(
 
   await pool.start();
   const pressure = config.pressure.enabled
-    ? new PressureSync(config.pressure, board, store.kv, storeOptions, log, (s) =>
+    ? new PressureFollower(config.pressure, board, store, log, (s) =>
         metrics.propagation.observe(s),
       )
     : undefined;

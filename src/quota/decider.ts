@@ -1,6 +1,6 @@
 import { DEFAULT_MAX_TRACKED_CLIENTS } from '../config/schema.js';
 import type { GatewayConfig, Limit } from '../config/schema.js';
-import type { MultiplierBoard } from '../pressure/board.js';
+import type { MultiplierBoard } from '../pressure/follower/board.js';
 import { InMemoryBlocks } from '../store/blocks.js';
 import { StoreError } from '../store/index.js';
 import type { ClientKey, QuotaLimiter, Store } from '../store/index.js';

@@ -1,7 +1,7 @@
 import { closeClient, connectClient, pingClient } from './connect.js';
 import { keyValue } from './kv.js';
 import type { KeyValue } from './kv.js';
-import type { EffectiveSettings, RawClient } from './connect.js';
+import type { EffectiveSettings } from './connect.js';
 import { StoreError, describeError } from './errors.js';
 import { buildLimiter } from './limiter.js';
 import type { LimiterOptions, QuotaLimiter } from './limiter.js';
@@ -23,12 +23,16 @@ export interface Store {
   readonly mode: Topology;
   /** The client settings in force, as passed to the library. */
   readonly settings: Readonly<EffectiveSettings>;
-  /** The underlying client, for the few callers (pub/sub, benchmarks) that need it. */
-  readonly raw: RawClient;
   /** A limiter backed by this store: RateLimiterValkeyGlide, RateLimiterValkey or RateLimiterRedis. */
   limiter(opts: LimiterOptions): QuotaLimiter;
   /** Plain SET with a lease, GET and PUBLISH. */
   readonly kv: KeyValue;
+  /**
+   * Listen on a channel, on a connection of its own (a subscribed connection serves no other
+   * command). The clients resubscribe by themselves after a reconnect; callers should still
+   * re-read state, since messages sent meanwhile are lost.
+   */
+  subscribe(channel: string, onMessage: (message: string) => void): Promise<Subscription>;
   ping(): Promise<void>;
   /** Close the connection. Never deletes server-side function libraries. */
   close(): Promise<void>;
@@ -46,9 +50,12 @@ export async function createStore(input: StoreOptionsInput): Promise<Store> {
     client: opts.client,
     mode: opts.mode,
     settings: Object.freeze({ ...settings }),
-    raw,
     limiter: (limiterOpts) => buildLimiter(raw, limiterOpts),
     kv: keyValue(raw),
+    async subscribe(channel, onMessage) {
+      const listener = await connectClient(opts, { channel, onMessage });
+      return { close: () => closeClient(listener.raw) };
+    },
     async ping() {
       try {
         await pingClient(raw);
@@ -67,19 +74,4 @@ export async function createStore(input: StoreOptionsInput): Promise<Store> {
 /** A dedicated connection that listens on one channel. */
 export interface Subscription {
   close(): Promise<void>;
-}
-
-/**
- * Listen on a channel through the configured client, on a connection of its own (a
- * subscribed connection cannot serve other commands). The clients resubscribe by themselves
- * after a reconnect; callers should still re-read state, since messages sent meanwhile are lost.
- */
-export async function subscribe(
-  input: StoreOptionsInput,
-  channel: string,
-  onMessage: (message: string) => void,
-): Promise<Subscription> {
-  const opts = parseStoreOptions(input);
-  const { raw } = await connectClient(opts, { channel, onMessage });
-  return { close: () => closeClient(raw) };
 }

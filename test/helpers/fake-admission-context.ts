@@ -10,7 +10,7 @@ import { Admission } from '../../src/gateway/admission.js';
 import type { GatewayContext } from '../../src/gateway/context.js';
 import { GatewayMetrics } from '../../src/gateway/metrics.js';
 import { UpstreamPool } from '../../src/gateway/upstreams.js';
-import { MultiplierBoard } from '../../src/pressure/board.js';
+import { MultiplierBoard } from '../../src/pressure/follower/board.js';
 import type { QuotaDecider, QuotaDecision, QuotaRequest } from '../../src/quota/decider.js';
 import { Policy } from '../../src/quota/policy.js';
 import { StoreError } from '../../src/store/index.js';

@@ -1,4 +1,4 @@
-import { lawParamsKey } from '../../src/pressure/law-params.js';
+import { lawParamsKey } from '../../src/pressure/laws/law-params.js';
 import { createStore } from '../../src/store/index.js';
 import type { ClientKind, Topology } from '../../src/store/index.js';
 import { storeOptions } from './env.js';

@@ -3,7 +3,7 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { finalizeEvent, generateSecretKey } from 'nostr-tools/pure';
-import { parsePrometheusValue } from '../../pressure/samplers.js';
+import { parsePrometheusValue } from '../../pressure/feed/samplers.js';
 import { startFeed, startGateway, startRelay } from '../../harness/processes.js';
 import type { SluiceProcess } from '../../harness/processes.js';
 import { median } from '../stats.js';

@@ -1,4 +1,4 @@
-import type { ControlLaw, Mode } from './law.js';
+import type { ControlLaw, Mode } from '../pressure/laws/law.js';
 import { seededRandom } from '../util/random.js';
 
 /**

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { decodeJson } from '../util/data.js';
+import { decodeJson } from '../../util/data.js';
 import { DEFAULT_LEAD_LAW_PARAMS, createLeadLaw } from './lead-law.js';
 import { DEFAULT_PID_LAW_PARAMS, createPidLaw } from './pid-law.js';
 

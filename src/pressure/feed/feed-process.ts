@@ -1,12 +1,12 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import pino from 'pino';
-import { createStore, parseNodeAddress } from '../store/index.js';
-import type { ClientKind, Topology } from '../store/index.js';
+import { createStore, parseNodeAddress } from '../../store/index.js';
+import type { ClientKind, Topology } from '../../store/index.js';
 import { PressureFeed, relayBacklog } from './feed.js';
-import { createLeadLaw } from './lead-law.js';
-import { createPidLaw } from './pid-law.js';
-import type { LawParams } from './law-params.js';
+import { createLeadLaw } from '../laws/lead-law.js';
+import { createPidLaw } from '../laws/pid-law.js';
+import type { LawParams } from '../laws/law-params.js';
 import { cgroupSampler, processSampler, prometheusSampler } from './samplers.js';
 import type { Sampler } from './samplers.js';
 

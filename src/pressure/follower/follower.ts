@@ -1,12 +1,11 @@
 import type { FastifyBaseLogger } from 'fastify';
-import type { GatewayConfig } from '../config/schema.js';
-import type { MultiplierBoard } from '../pressure/board.js';
-import { PRESSURE_CHANNEL, decodeReport, pressureKey } from '../pressure/report.js';
-import type { PressureReport } from '../pressure/report.js';
-import { createFeedTracker } from '../pressure/staleness.js';
-import type { FeedValue } from '../pressure/staleness.js';
-import { subscribe } from '../store/index.js';
-import type { KeyValue, StoreOptionsInput, Subscription } from '../store/index.js';
+import type { GatewayConfig } from '../../config/schema.js';
+import type { MultiplierBoard } from './board.js';
+import { PRESSURE_CHANNEL, decodeReport, pressureKey } from '../report.js';
+import type { PressureReport } from '../report.js';
+import { createFeedTracker } from './staleness.js';
+import type { FeedValue } from './staleness.js';
+import type { Store, Subscription } from '../../store/index.js';
 
 interface NodeFeed {
   tracker: ReturnType<typeof createFeedTracker>;
@@ -19,7 +18,7 @@ interface NodeFeed {
  * milliseconds; a node that looks stale is re-read from its leased key (which also covers
  * messages lost while the subscriber reconnected). Staleness rules live in the tracker.
  */
-export class PressureSync {
+export class PressureFollower {
   private readonly feeds = new Map<string, NodeFeed>();
   private subscription: Subscription | undefined;
   private timer: NodeJS.Timeout | undefined;
@@ -27,8 +26,8 @@ export class PressureSync {
   constructor(
     private readonly settings: GatewayConfig['pressure'],
     private readonly board: MultiplierBoard,
-    private readonly kv: KeyValue,
-    private readonly storeOptions: StoreOptionsInput,
+    /** Reads leased reports and subscribes to live ones. */
+    private readonly store: Pick<Store, 'kv' | 'subscribe'>,
     private readonly log: FastifyBaseLogger,
     /** Seconds from a feed's sample to this gateway applying it. */
     private readonly observePropagation: (seconds: number) => void = () => undefined,
@@ -50,7 +49,7 @@ export class PressureSync {
 
   async start(): Promise<void> {
     this.board.setAdaptive(true);
-    this.subscription = await subscribe(this.storeOptions, PRESSURE_CHANNEL, (text) => {
+    this.subscription = await this.store.subscribe(PRESSURE_CHANNEL, (text) => {
       const report = decodeReport(text);
       if (report) this.accept(report, true);
     });
@@ -100,7 +99,7 @@ export class PressureSync {
   /** Read the node's leased key: the current report if its feed is alive. */
   private async repair(node: string): Promise<void> {
     try {
-      const report = decodeReport(await this.kv.get(pressureKey(node)));
+      const report = decodeReport(await this.store.kv.get(pressureKey(node)));
       if (report) this.accept(report);
     } catch (err) {
       this.log.debug({ err, node }, 'reading the pressure key failed');

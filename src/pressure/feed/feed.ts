@@ -1,11 +1,11 @@
 import { performance } from 'node:perf_hooks';
 import { Counter, Gauge, Registry } from 'prom-client';
-import type { KeyValue } from '../store/kv.js';
-import type { BacklogSample, ControlLaw, LawOutput } from './law.js';
-import { decodeLawParams, lawParamsKey } from './law-params.js';
-import type { LawParams } from './law-params.js';
-import { PRESSURE_CHANNEL, encodeReport, pressureKey } from './report.js';
-import type { PressureReport } from './report.js';
+import type { KeyValue } from '../../store/kv.js';
+import type { BacklogSample, ControlLaw, LawOutput } from '../laws/law.js';
+import { decodeLawParams, lawParamsKey } from '../laws/law-params.js';
+import type { LawParams } from '../laws/law-params.js';
+import { PRESSURE_CHANNEL, encodeReport, pressureKey } from '../report.js';
+import type { PressureReport } from '../report.js';
 import type { Sampler } from './samplers.js';
 
 export interface FeedLog {
