@@ -203,7 +203,6 @@ export function registerBenchRun(bench: Command): void {
         workers: flags.workers,
         rate: flags.rate ?? null,
       };
-      const { writeFileSync, mkdirSync } = await import('node:fs');
       const path = await import('node:path');
       const { defaultResultsDir } = await import('../bench/results.js');
       const file = flags.out ?? path.join(flags.outDir ?? defaultResultsDir(), runFileName(cfg));
@@ -215,8 +214,8 @@ export function registerBenchRun(bench: Command): void {
       const result = adaptive
         ? await (await import('../bench/run/adaptive-run.js')).runAdaptive(cfg, targets, log)
         : await (await import('../bench/run/runner.js')).runOnce(cfg, targets, log);
-      mkdirSync(path.dirname(file), { recursive: true });
-      writeFileSync(file, JSON.stringify(result, null, 2) + '\n');
+      const { writeRunFile } = await import('../bench/run/result-schema.js');
+      writeRunFile(file, result);
       const { formatRunLine } = await import('../bench/run/summary-line.js');
       console.log(formatRunLine(result, file));
       // 2: the run finished but cannot be used (its file says why); 1 is left for errors.

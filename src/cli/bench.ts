@@ -22,4 +22,28 @@ export function registerBench(program: Command): void {
       const { simulateVariants, formatSimulation } = await import('../bench/simulate.js');
       console.log(formatSimulation(simulateVariants(flags.factor)));
     });
+  bench
+    .command('schema')
+    .description(`write the run file's JSON Schema to ${RUN_FILE_SCHEMA} (what the report checks)`)
+    .option('--check', 'only check that the file is what the schema generates (exit 1 if not)')
+    .action(async (flags: { check?: boolean }) => {
+      const { readFileSync, writeFileSync } = await import('node:fs');
+      const path = await import('node:path');
+      const { PROJECT_ROOT } = await import('../harness/paths.js');
+      const { runFileJsonSchema } = await import('../bench/run/result-schema.js');
+      const file = path.join(PROJECT_ROOT, RUN_FILE_SCHEMA);
+      const text = JSON.stringify(runFileJsonSchema(), null, 2) + '\n';
+      if (!flags.check) {
+        writeFileSync(file, text);
+        console.log(file);
+        return;
+      }
+      if (readFileSync(file, 'utf8') !== text) {
+        console.error(`${RUN_FILE_SCHEMA} is out of date: run sluice bench schema`);
+        process.exitCode = 1;
+      }
+    });
 }
+
+/** Where the run file's JSON Schema is checked in, from the project root. */
+const RUN_FILE_SCHEMA = 'docs/run-file.schema.json';

@@ -1,0 +1,154 @@
+/**
+ * The run file's contract: what `bench run` writes and what the report reads. TypeScript is
+ * its only producer; docs/run-file.schema.json is generated from this schema
+ * (`sluice bench schema`, checked by the tests) and the Python report validates every file
+ * against it.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { z } from 'zod';
+import { CLIENT_KINDS, TOPOLOGIES } from '../../store/options.js';
+import { IMPLEMENTATIONS, RELAY_IMPLS, WORKLOADS } from './config.js';
+
+const count = z.number().int().nonnegative();
+const nullableNumber = z.number().nullable();
+const meanMax = z.strictObject({ mean: nullableNumber, max: nullableNumber });
+
+const RunConfigSchema = z.strictObject({
+  implementation: z.enum(IMPLEMENTATIONS),
+  client: z.enum(CLIENT_KINDS).nullable(),
+  mode: z.enum(TOPOLOGIES),
+  workload: z.enum(WORKLOADS),
+  transport: z.enum(['http', 'websocket']),
+  connections: count,
+  durationSec: z.number().positive(),
+  warmupSec: z.number().nonnegative(),
+  run: z.number().int().positive(),
+  runs: z.number().int().positive(),
+  keys: count,
+  distribution: z.enum(['uniform', 'zipf']),
+  zipfExponent: nullableNumber,
+  floodShare: nullableNumber,
+  quota: z.strictObject({ points: count, windowSec: z.number().positive() }),
+  inMemoryBlock: z.boolean(),
+  relayWorkIterations: count,
+  law: z.enum(['none', 'pid', 'lead']).nullable(),
+  seed: z.number().int(),
+  relayImpl: z.enum(RELAY_IMPLS).optional(),
+  freshEvents: z.strictObject({ maxPerSec: z.number(), authors: count }).nullable().optional(),
+  nostrIdentity: z.enum(['pubkey', 'relay-verified', 'ip']).optional(),
+  workers: z.number().int().positive().optional(),
+  rate: z.number().positive().nullable().optional(),
+});
+
+const CountsSchema = z.strictObject({
+  requests: count,
+  ok2xx: count,
+  limited429: count,
+  otherNon2xx: count,
+  errors: count,
+  timeouts: count,
+  otherStatuses: z.record(z.string(), count),
+});
+
+const ProcessSchema = z.strictObject({
+  role: z.enum(['gateway', 'peer', 'relay', 'feed', 'valkey']),
+  name: z.string(),
+  pid: z.number().int(),
+  cpuPercent: meanMax,
+  rssBytes: meanMax,
+  cpuMs: nullableNumber,
+  cpuMsPerRequest: nullableNumber,
+  samples: z.array(z.tuple([z.number(), z.number(), z.number()])),
+  problem: z.string().optional(),
+});
+
+const LoadSchema = z.union([
+  z.strictObject({ mode: z.literal('closed') }),
+  z.strictObject({
+    mode: z.literal('arrival'),
+    offeredRate: z.number(),
+    achievedRate: z.number(),
+    late: count,
+    unsent: count,
+  }),
+]);
+
+export const RunFileSchema = z.strictObject({
+  schema: z.literal('sluice-bench-run/1'),
+  status: z.enum(['ok', 'failed']),
+  failureReasons: z.array(z.string()),
+  config: RunConfigSchema,
+  clientSettings: z.record(z.string(), z.unknown()).nullable(),
+  startedAt: z.string(),
+  finishedAt: z.string(),
+  machine: z.record(z.string(), z.unknown()),
+  versions: z.record(z.string(), z.string()),
+  wallSeconds: z.number().positive().nullable(),
+  counts: CountsSchema.nullable(),
+  rates: z
+    .object({
+      requestsPerSec: z.number(),
+      okPerSec: z.number(),
+      limitedPerSec: z.number(),
+      errorsPerSec: z.number(),
+    })
+    .nullable(),
+  latencyMs: z
+    .object({
+      p50: z.number(),
+      p90: z.number(),
+      p99: z.number(),
+      max: z.number(),
+      mean: z.number(),
+    })
+    .nullable(),
+  processes: z.array(ProcessSchema),
+  valkey: z
+    .object({
+      commands: z.record(z.string(), count),
+      calls: count,
+      perRequest: nullableNumber,
+      scriptCalls: count,
+      scriptCallsPerRequest: nullableNumber,
+    })
+    .nullable(),
+  timeseries: z.record(z.string(), z.array(z.unknown())).nullable(),
+  adaptive: z.record(z.string(), z.unknown()).nullable(),
+  load: LoadSchema.nullable().optional(),
+  events: z
+    .object({
+      source: z.literal('fresh'),
+      signed: count,
+      signSeconds: z.number(),
+      sent: count,
+      duplicates: count,
+      windowRatePerSec: nullableNumber,
+    })
+    .nullable()
+    .optional(),
+});
+
+export type RunFile = z.infer<typeof RunFileSchema>;
+
+/** The JSON Schema of a run file, as checked in under docs/. */
+export function runFileJsonSchema(): Record<string, unknown> {
+  return {
+    ...z.toJSONSchema(RunFileSchema, { target: 'draft-2020-12' }),
+    $id: 'https://sluice.example/run-file.schema.json',
+    title: 'sluice bench run result (one run)',
+  };
+}
+
+/**
+ * Write a run file, checked against the contract first: a field that drifted from the schema
+ * fails the run here (naming the field), not the report later.
+ */
+export function writeRunFile(file: string, result: RunFile): void {
+  const checked = RunFileSchema.safeParse(result);
+  if (!checked.success) {
+    throw new Error(`the run file breaks its schema: ${z.prettifyError(checked.error)}`);
+  }
+  mkdirSync(path.dirname(file), { recursive: true });
+  writeFileSync(file, JSON.stringify(result, null, 2) + '\n');
+}
