@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
-import { PROJECT_ROOT } from '../src/harness/paths.js';
+import { PROJECT_ROOT, venvDir } from '../src/harness/paths.js';
 import type { RunResult } from '../src/bench/run/runner.js';
 import './helpers/signals.js';
 
@@ -210,5 +210,26 @@ describe('run-benchmark.sh', { timeout: 300_000 }, () => {
     assert.equal(r.status, 'failed');
     assert.ok(r.failureReasons.length > 0);
     assert.equal(r.counts, null);
+  });
+
+  it('writes files the report reads: each keeps the contract the report checks', () => {
+    const files = readdirSync(dir).filter((f) => f.endsWith('.json'));
+    assert.ok(files.length >= 4, files.join(', '));
+    const check = [
+      'import sys',
+      'sys.path.insert(0, "scripts")',
+      'from pathlib import Path',
+      'from sluice_report.load import Unreadable, load_file',
+      'bad = [(f, r.reason) for f in sys.argv[1:] if isinstance(r := load_file(Path(f)), Unreadable)]',
+      'print(bad)',
+      'sys.exit(1 if bad else 0)',
+    ].join('\n');
+    const python = path.join(venvDir(), 'bin', 'python');
+    const r = spawnSync(python, ['-c', check, ...files.map((f) => path.join(dir, f))], {
+      cwd: PROJECT_ROOT,
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    assert.equal(r.status, 0, `${r.stdout}${r.stderr}`);
   });
 });

@@ -405,7 +405,6 @@ def valkey_round_trips(configs: list[Config]) -> Built:
                            "<extra></extra>")), row=row, col=1)
         fig.update_yaxes(title_text="per response", rangemode="tozero", row=row, col=1)
     _layout(fig, height)
-    missing = [c.label for c in data if c.round_trips_per_request.median is None]
     caption = ("Bars: round trips to Valkey per response, that is script calls (EVAL, EVALSHA "
                "or FCALL, each carrying one whole quota check) / responses, median over ok runs, "
                "whiskers over the runs. Red ticks: commands Valkey executed per response (INFO "
@@ -415,9 +414,6 @@ def valkey_round_trips(configs: list[Config]) -> Built:
                "over-limit clients without Valkey, so fewer than one. A little above 1 comes "
                "from the window's edges: Valkey's counters and the responses are not counted "
                "at the same instant. ")
-    if missing:
-        caption += (f"No bar for {', '.join(missing)}: the run files predate "
-                    "valkey.scriptCalls. ")
     return "Valkey round trips per response", caption + SHORT_NOTE, fig
 
 

@@ -173,19 +173,15 @@ def valkey_round_trips(configs: list[Config]) -> list[Finding]:
         if impl == CEILING and all(v == 0 for v in [*executed, *map(_trips, with_trips)]):
             parts.append(f"{impl}: no round trips, no commands (no quota check).")
             continue
-        if with_trips:
-            text = f"{impl}: {median([_trips(c) for c in with_trips]):.2f} round trips per response"
-        else:
-            text = f"{impl}: round trips not recorded (run files from before valkey.scriptCalls)"
+        if not with_trips:
+            continue
+        text = f"{impl}: {median([_trips(c) for c in with_trips]):.2f} round trips per response"
         if executed:
             text += f", {median(executed):.2f} commands executed"
             mix = _command_mix(cfgs)
             if mix:
                 text += f" ({mix})"
-        if with_trips:
-            text += f"; round trips {_spread_note([_trips(c) for c in with_trips], len(with_trips))}"
-            if len(with_trips) < len(cfgs):
-                text += f", {len(cfgs) - len(with_trips)} more not recorded (older run files)"
+        text += f"; round trips {_spread_note([_trips(c) for c in with_trips], len(with_trips))}"
         parts.append(text + ".")
     if parts:
         out.append(Finding("Valkey round trips", (

@@ -4,8 +4,8 @@ A file that does not parse, has an unknown schema or lacks a field the report ne
 an Unreadable entry with the reason; it never stops the report. Rates are recomputed here
 from counts over the measured wall time: the file's own `rates` are only cross-checked
 (the public benchmark this replaces printed bytes/s as req/s). Valkey calls leave out
-replication (REPLCONF, PSYNC, SYNC), which the load does not cause; the harness leaves them
-out itself now, and older files that still hold them have them taken out here.
+replication (REPLCONF, PSYNC, SYNC), which the load does not cause: the harness leaves them
+out itself.
 
 Only files named like a run (`*_run<N>.json`) are run files; other .json files in the
 directory (another tool's output) are not the report's business and are passed over.
@@ -20,7 +20,31 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
+
 SCHEMA = "sluice-bench-run/1"
+# The run file's contract, generated from the harness's own schema (sluice bench schema).
+SCHEMA_FILE = Path(__file__).resolve().parents[2] / "docs" / "run-file.schema.json"
+_validator: Optional[Draft202012Validator] = None
+
+
+def check_contract(data: Any) -> None:
+    """Raise Invalid naming the first place where `data` breaks the run file's schema."""
+    global _validator
+    if _validator is None:
+        _validator = Draft202012Validator(json.loads(SCHEMA_FILE.read_text(encoding="utf-8")))
+    error = best_match(_validator.iter_errors(data))
+    if error is None:
+        return
+    path = ".".join(str(p) for p in error.absolute_path)
+    prefix = f"{path}." if path else ""
+    names = re.findall(r"'([^']+)'", error.message)
+    if error.validator == "required" and names:
+        raise Invalid(f"missing field {prefix}{names[0]}")
+    if error.validator == "additionalProperties" and names:
+        raise Invalid(f"unknown field {prefix}{names[0]} (not in the run file's schema)")
+    raise Invalid(f"field {path or '(the file)'}: {error.message}")
 # The relay part is there only when the relay is not the reference one (nostr-rs-relay).
 FILENAME_RE = re.compile(
     r"^(?P<implementation>[A-Za-z0-9.-]+)_(?P<mode>[A-Za-z0-9-]+)_(?P<workload>[A-Za-z0-9-]+)"
@@ -36,8 +60,6 @@ COUNT_FIELDS = ("requests", "ok2xx", "limited429", "otherNon2xx", "errors", "tim
 LATENCY_FIELDS = ("p50", "p90", "p99", "max", "mean")
 # The file's rates may differ from ours by rounding only.
 RATE_TOLERANCE = 0.01
-# INFO commandstats entries left out of "commands per request": replication traffic.
-NOT_FROM_LOAD = frozenset({"replconf", "psync", "sync"})
 # The commands that run a script: one round trip carries the whole quota check.
 SCRIPT_COMMANDS = frozenset({"eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro"})
 
@@ -210,6 +232,7 @@ def parse_run(data: Any, file: str) -> Run:
     schema = data.get("schema")
     if schema != SCHEMA:
         raise Invalid(f"unknown schema {schema!r} (expected {SCHEMA!r})")
+    check_contract(data)
     status = _str(data, "status")
     if status not in ("ok", "failed"):
         raise Invalid(f"status must be 'ok' or 'failed', got {status!r}")
@@ -285,12 +308,7 @@ def parse_run(data: Any, file: str) -> Run:
     raw = {str(k).lower(): float(v) for k, v in
            (raw_commands.items() if isinstance(raw_commands, dict) else ()) if _is_num(v)}
     # Replication between primaries and replicas is not the load's doing.
-    commands = {k: v for k, v in raw.items() if k not in NOT_FROM_LOAD}
-    replication = sum(v for k, v in raw.items() if k in NOT_FROM_LOAD)
-    if calls is not None and replication:
-        # Only take out what `calls` still holds: never below the commands that remain.
-        if calls - replication >= sum(commands.values()) - 0.5:
-            calls -= replication
+    commands = raw
 
     timeseries = data.get("timeseries") if isinstance(data.get("timeseries"), dict) else None
     adaptive = data.get("adaptive") if isinstance(data.get("adaptive"), dict) else None

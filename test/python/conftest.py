@@ -97,12 +97,11 @@ def make_run(implementation: str = "valkey-glide", mode: str = "standalone",
              connections: int = CONNECTIONS, duration: float = DURATION, wall: float = WALL,
              status: str = "ok", reasons: Optional[list[str]] = None,
              limited_share: float = 0.0, round_trips: Optional[float] = None,
-             legacy_valkey: bool = False, rates_factor: float = 1.0) -> dict[str, Any]:
+             rates_factor: float = 1.0) -> dict[str, Any]:
     """One run file's content. rates_factor != 1 makes `rates` disagree with the counts.
 
     round_trips: script calls per response (default 1, 0.1 under flood, 0 for quotas-off);
-    each runs SCRIPT_MIX inside Valkey. legacy_valkey: a file from before the harness wrote
-    valkey.scriptCalls.
+    each runs SCRIPT_MIX inside Valkey.
     """
     requests = round(rps * wall)
     limited = round(requests * limited_share)
@@ -143,6 +142,7 @@ def make_run(implementation: str = "valkey-glide", mode: str = "standalone",
             "quota": {"points": 100, "windowSec": 1}, "inMemoryBlock": True,
             "relayWorkIterations": 2000 if workload == "heavy" else 0,
             "law": workload.split("-", 1)[1] if adaptive else None,
+            "seed": 1,
         },
         "clientSettings": client_settings(implementation, mode),
         "startedAt": f"2026-11-22T10:{run:02d}:00.000Z",
@@ -152,11 +152,11 @@ def make_run(implementation: str = "valkey-glide", mode: str = "standalone",
         "versions": {"sluice": "0.1.0", "valkey": "9.1.2", "rate-limiter-flexible": "11.4.0"},
         "wallSeconds": wall,
         "counts": {"requests": requests, "ok2xx": requests - limited, "limited429": limited,
-                   "otherNon2xx": 0, "errors": 0, "timeouts": 0},
+                   "otherNon2xx": 0, "errors": 0, "timeouts": 0, "otherStatuses": {}},
         "rates": {"requestsPerSec": requests / wall * rates_factor,
                   "okPerSec": (requests - limited) / wall, "limitedPerSec": limited / wall,
                   "errorsPerSec": 0},
-        "latencyMs": ({"p50": None, "p90": None, "p99": None, "max": None, "mean": None}
+        "latencyMs": (None
                       if adaptive else
                       {"p50": round(lat_p50, 2), "p90": round(lat_p50 * 1.5, 2),
                        "p99": round(lat_p50 * 3, 2), "max": round(lat_p50 * 10, 2),
@@ -171,8 +171,6 @@ def make_run(implementation: str = "valkey-glide", mode: str = "standalone",
     }
     if adaptive:
         data["timeseries"], data["adaptive"] = _adaptive_series(workload.split("-", 1)[1], run)
-    if legacy_valkey:
-        del data["valkey"]["scriptCalls"], data["valkey"]["scriptCallsPerRequest"]
     return with_cpu_ms(data)
 
 

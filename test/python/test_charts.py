@@ -49,10 +49,3 @@ def test_valkey_chart_bars_round_trips_and_marks_executed_commands(tmp_path):
     assert "round trips" in caption and "commands Valkey executed" in caption
 
 
-def test_valkey_chart_without_script_calls_keeps_executed_commands(tmp_path):
-    write_run(tmp_path, make_run("iovalkey", rps=1000.0, wall=10.0, legacy_valkey=True))
-    _, caption, fig = charts.valkey_round_trips(analyse(tmp_path).configs)
-    bar = next(t for t in fig.data if t.type == "bar")
-    mark = next(t for t in fig.data if t.type == "scatter")
-    assert list(bar.y) == [None] and list(mark.y) == [pytest.approx(4.0)]
-    assert "predate valkey.scriptCalls" in caption

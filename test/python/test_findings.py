@@ -102,13 +102,6 @@ def test_flood_round_trips_without_block_are_not_explained_by_it(tmp_path):
     assert "iovalkey standalone 1.00 (4.00 executed)" in t and "Below one" not in t
 
 
-def test_round_trips_not_recorded_in_old_files(tmp_path):
-    write_run(tmp_path, make_run("ioredis", rps=1000.0, wall=10.0, legacy_valkey=True))
-    t = _texts(analyse(tmp_path), "Valkey round trips")[1]
-    assert t.startswith("ioredis: round trips not recorded (run files from before "
-                        "valkey.scriptCalls), 4.00 commands executed (evalsha 1.00")
-
-
 def test_client_settings_finding(built_report):
     report, _, _ = built_report
     (t,) = _texts(report, "Client settings")

@@ -71,7 +71,7 @@ def test_missing_fields_are_named(tmp_path, drop, expected):
 def test_wrong_types_are_rejected():
     data = make_run()
     data["wallSeconds"] = 0
-    with pytest.raises(Invalid, match="wallSeconds must be a positive number"):
+    with pytest.raises(Invalid, match="wallSeconds"):
         parse_run(data, "x.json")
     data = make_run()
     data["counts"]["requests"] = True  # bool is not a count
@@ -120,31 +120,6 @@ def test_non_object_json(tmp_path):
     assert isinstance(result, Unreadable) and result.reason == "not a JSON object"
 
 
-def test_replication_traffic_is_not_counted_as_load():
-    data = make_run(rps=1000.0, wall=10.0)  # 10,000 requests, one evalsha each
-    data["valkey"]["commands"] = {"evalsha": 10000, "incrby": 10000, "REPLCONF": 9}
-    data["valkey"]["calls"] = 20009
-    data["valkey"]["perRequest"] = 2.0009
-    run = parse_run(data, "x.json")
-    assert run.valkey_commands == {"evalsha": 10000, "incrby": 10000}
-    assert run.cmds_per_request() == pytest.approx(2.0)
-    assert run.warnings == []  # the file's perRequest agrees with its own calls
-
-
-def test_replication_left_out_only_once():
-    # The harness now leaves replication out itself: a stray replconf in commands must not be
-    # taken out of calls a second time.
-    data = make_run(rps=1000.0, wall=10.0)
-    data["valkey"]["commands"] = {"evalsha": 10000, "incrby": 10000, "psync": 1, "sync": 1}
-    data["valkey"]["calls"] = 20002  # an older harness: replication inside calls
-    assert parse_run(data, "x.json").cmds_per_request() == pytest.approx(2.0)
-    data["valkey"]["commands"]["replconf"] = 9
-    data["valkey"]["calls"] = 20000  # the current harness: calls already without it
-    run = parse_run(data, "x.json")
-    assert run.cmds_per_request() == pytest.approx(2.0)
-    assert "psync" not in run.valkey_commands and "replconf" not in run.valkey_commands
-
-
 # --- round trips (valkey.scriptCalls) --------------------------------------------------------
 
 
@@ -159,13 +134,9 @@ def test_round_trips_and_executed_commands_are_apart():
     assert run.warnings == []
 
 
-def test_round_trips_zero_without_scripts_and_missing_in_old_files():
+def test_round_trips_zero_without_scripts():
     off = parse_run(make_run("quotas-off", rps=1000.0, wall=10.0), "x.json")
     assert off.round_trips_per_request() == 0.0 and off.cmds_per_request() == 0.0
-    old = parse_run(make_run("iovalkey", rps=1000.0, wall=10.0, legacy_valkey=True), "x.json")
-    assert old.valkey_script_calls is None and old.round_trips_per_request() is None
-    assert old.cmds_per_request() == pytest.approx(4.0)  # executed commands still known
-    assert old.warnings == []
 
 
 def test_round_trip_cross_checks():

@@ -113,12 +113,3 @@ def test_round_trip_and_executed_command_columns(built_report):
     assert float(flood[trips]) == pytest.approx(0.1, abs=1e-3)
 
 
-def test_round_trips_empty_for_old_run_files(tmp_path):
-    from sluice_report import generate
-    for run in (1, 2):
-        write_run(tmp_path, make_run("iovalkey", rps=1000.0, run=run, runs=2, wall=10.0,
-                                     legacy_valkey=True))
-    _, _, csv_path = generate(tmp_path)
-    _, rows = _rows(csv_path)
-    assert rows[0]["valkey_round_trips_per_request"] == ""
-    assert float(rows[0]["valkey_cmds_per_request"]) == pytest.approx(4.0)
