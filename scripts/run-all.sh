@@ -302,35 +302,23 @@ if [ -z "$heavy_relay_url" ] && needs heavy; then
   say "reference relay (heavy writes: 500 sha256 rounds each) at $heavy_relay_url"
 fi
 
-# --- the run's README --------------------------------------------------------------------
-{
-  echo "# sluice benchmark run $(basename "$RESULTS_DIR")"
-  echo
-  echo "Command: \`./scripts/run-all.sh ${original_args[*]}\`"
-  echo
-  echo "## Machine"
-  echo "- CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //') x $(nproc)"
-  echo "- Memory: $(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)"
-  echo "- Kernel: $(uname -sr)"
-  echo "- Node.js $(node --version), Python $(.venv/bin/python --version | cut -d' ' -f2)"
-  echo
-  echo "## Versions"
-  for pkg in rate-limiter-flexible @valkey/valkey-glide iovalkey ioredis fastify @fastify/rate-limit autocannon; do
-    echo "- $pkg $(node -p "require('./node_modules/$pkg/package.json').version")"
-  done
-  echo "- Valkey: see \`versions.valkey\` in each run file"
-  echo
-  echo "## Settings"
-  echo "- configurations: ${#configs[@]}; runs each: $runs (interleaved in a shuffled order per round)"
-  echo "- duration mode: $duration_mode; concurrency: $concurrency; warm-up: ${warmup}s"
-  echo "- client identities: $keys, $distribution; write quota 100 per 1 s per identity (nostr: 1000000, never reached)"
-  echo "- relay: $relay_impl$([ "$relay_impl" = nostr-rs-relay ] && echo " $("${SLUICE[@]}" bench relay-install --print-path)")"
-  echo "- nostr: every EVENT new (signed before each run by 1000 keys, never re-sent); a fresh relay per run; relay-alone measures the relay by itself"
-  echo "- flood: 90% of identities far over their limit (1 write per hour, spent before the warm-up)"
-  echo "- Valkey: standalone ${valkey_standalone:-none}, cluster ${valkey_cluster:-none}"
-  echo "- every Valkey client: command timeout 1000 ms, connect timeout 5000 ms, in-flight limit 1000"
-  echo "- load generator, gateway, relay and Valkey share this machine: compare ratios within the run"
-} >"$RESULTS_DIR/README.md"
+# --- the session's record: session.json (read by the report) and README.md ---------------
+relay_note="$relay_impl"
+[ "$relay_impl" = nostr-rs-relay ] && relay_note+=" $("${SLUICE[@]}" bench relay-install --print-path)"
+"${SLUICE[@]}" bench session --out-dir "$RESULTS_DIR" \
+  --command "./scripts/run-all.sh ${original_args[*]}" \
+  --set "python=$(.venv/bin/python --version | cut -d' ' -f2)" \
+  --set "configurations=${#configs[@]}" \
+  --set "runs each=$runs (interleaved in a shuffled order per round)" \
+  --set "duration mode=$duration_mode" --set "concurrency=$concurrency" \
+  --set "warm-up=${warmup}s" \
+  --set "client identities=$keys, $distribution; write quota 100 per 1 s per identity (nostr: 1000000, never reached)" \
+  --set "relay=$relay_note" \
+  --set "nostr=every EVENT new (signed before each run by 1000 keys, never re-sent); a fresh relay per run; relay-alone measures the relay by itself" \
+  --set "flood=90% of identities far over their limit (1 write per hour, spent before the warm-up)" \
+  --set "Valkey=standalone ${valkey_standalone:-none}, cluster ${valkey_cluster:-none}; its version is in each run file" \
+  --set "Valkey clients=the timeouts of each run file's clientSettings" \
+  --set "machine=load generator, gateway, relay and Valkey share it: compare ratios within the run"
 
 # --- the runs: each round runs every configuration once, in a shuffled order -------------
 # The adaptive scenario is long and recorded as time series: it runs once per law.

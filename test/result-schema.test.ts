@@ -12,6 +12,7 @@ import { describe, it } from 'node:test';
 import { PROJECT_ROOT } from '../src/harness/paths.js';
 import { RunFileSchema, runFileJsonSchema, writeRunFile } from '../src/bench/run/result-schema.js';
 import type { RunFile } from '../src/bench/run/result-schema.js';
+import { SessionSchema, writeSession } from '../src/bench/run/session.js';
 
 function validRun(): RunFile {
   return {
@@ -137,6 +138,24 @@ describe('the run file contract', { timeout: 30_000 }, () => {
         () => writeRunFile(path.join(dir, 'bad.json'), bad),
         /breaks its schema.*counts/s,
       );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('records a session: session.json for the report, README.md for people', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'sluice-session-'));
+    try {
+      await writeSession(dir, './scripts/run-all.sh --quick', { 'warm-up': '3s' });
+      const session = SessionSchema.parse(
+        JSON.parse(readFileSync(path.join(dir, 'session.json'), 'utf8')),
+      );
+      assert.equal(session.command, './scripts/run-all.sh --quick');
+      assert.equal(session.settings['warm-up'], '3s');
+      assert.ok(session.versions['rate-limiter-flexible'] && session.machine.cpus);
+      const readme = readFileSync(path.join(dir, 'README.md'), 'utf8');
+      assert.match(readme, /Command: `\.\/scripts\/run-all\.sh --quick`/);
+      assert.match(readme, /- warm-up: 3s/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

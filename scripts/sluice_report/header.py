@@ -17,7 +17,6 @@ from .load import ResultsDir, Run
 from .names import CEILING, impl_rank, mode_rank, workload_rank
 
 _DIR_STAMP = re.compile(r"^(\d{8})_(\d{6})$")
-_COMMAND = re.compile(r"(?:[^\s`'\"]*/)?(?:run-all|run-benchmark)\.sh\b[^\n`]*")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _LOG_TROUBLE = re.compile(r"\b(error|fail(ed|ure)?|warn(ing)?|timeout)\b", re.IGNORECASE)
 
@@ -69,14 +68,6 @@ def _machine_text(m: dict[str, Any]) -> str:
     known = {"cpus", "cpuModel", "memGiB", "kernel", "node"}
     parts += [f"{k} {v}" for k, v in sorted(m.items()) if k not in known]
     return ", ".join(parts) or "not recorded"
-
-
-def find_command(text: Optional[str]) -> Optional[str]:
-    """The first run-all.sh / run-benchmark.sh invocation in a README or log."""
-    if not text:
-        return None
-    m = _COMMAND.search(text)
-    return m.group(0).strip().rstrip("|").strip() if m else None
 
 
 def _distinct(values: list[Any]) -> str:
@@ -252,11 +243,8 @@ def build_header(rd: ResultsDir) -> Header:
             warnings.append(f"run files disagree on the {k} version: {', '.join(vals)}")
     confounds = unequal_client_settings(runs)
     warnings += confounds
-    command, source = find_command(rd.readme), "README.md"
-    if command is None:
-        command, source = find_command(rd.log), "benchmark.log"
-    if command is None:
-        source = "not recorded (README.md and benchmark.log name no run-all.sh or run-benchmark.sh)"
+    command = rd.session.get("command") if rd.session else None
+    source = "session.json" if command else "not recorded (no session.json)"
     starts = sorted(r.started_at for r in runs if r.started_at)
     finishes = sorted(r.finished_at for r in runs if r.finished_at)
     log_lines = _ANSI.sub("", rd.log).splitlines() if rd.log else []
@@ -269,7 +257,8 @@ def build_header(rd: ResultsDir) -> Header:
         versions=[(k, " / ".join(v)) for k, v in sorted(versions.items())],
         command=command,
         command_source=source,
-        settings=[(k, v) for k, v in _settings(runs) if v],
+        settings=[(k, v) for k, v in _settings(runs) if v]
+        + [(str(k), str(v)) for k, v in ((rd.session or {}).get("settings") or {}).items()],
         clients=client_settings(runs),
         client_comparison=compare_client_settings(runs),
         client_confounds=confounds,

@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from .aggregate import Config
-from .load import REFERENCE_RELAY, RELAY_VERIFIED, SENDER_ONLY, Run
-from .names import CEILING, CLIENTS, PEER, RELAY_ALONE, impl_rank, mode_rank
+from .load import REFERENCE_RELAY, Run
+from .names import (CEILING, CLIENTS, PEER, RELAY_ALONE, RELAY_VERIFIED, SENDER_ONLY, impl_rank,
+                    mode_rank)
 from .stats import mean
 
 # Nostr through the gateway: signatures verified by the gateway (the default), by the relay

@@ -23,6 +23,8 @@ from typing import Any, Optional
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
+from .names import RELAY_VERIFIED, SENDER_ONLY
+
 SCHEMA = "sluice-bench-run/1"
 # The run file's contract, generated from the harness's own schema (sluice bench schema).
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "docs" / "run-file.schema.json"
@@ -52,8 +54,6 @@ FILENAME_RE = re.compile(
     r"_(?P<connections>\d+)c_(?P<duration>\d+)s_run(?P<run>\d+)\.json$"
 )
 REFERENCE_RELAY = "reference"
-SENDER_ONLY = "nostr-sender-only"
-RELAY_VERIFIED = "nostr-relay-verified"
 # What makes a file a run file: its name. Anything else is ignored, even if it is JSON.
 RUN_FILE_RE = re.compile(r"_run\d+\.json$")
 COUNT_FIELDS = ("requests", "ok2xx", "limited429", "otherNon2xx", "errors", "timeouts")
@@ -169,6 +169,8 @@ class ResultsDir:
     unreadable: list[Unreadable]
     readme: Optional[str]
     log: Optional[str]
+    # session.json: the command, machine, versions and settings the harness recorded.
+    session: Optional[dict[str, Any]] = None
 
 
 # --- field access with reasons -------------------------------------------------------------
@@ -466,7 +468,19 @@ def load_dir(path: Path) -> ResultsDir:
         unreadable=unreadable,
         readme=_read_optional(path / "README.md"),
         log=_read_optional(path / "benchmark.log"),
+        session=_read_session(path / "session.json"),
     )
+
+
+def _read_session(path: Path) -> Optional[dict[str, Any]]:
+    """The session record `sluice bench session` wrote; None when there is none to read."""
+    text = _read_optional(path)
+    try:
+        data = json.loads(text) if text else None
+    except json.JSONDecodeError:
+        return None
+    ok = isinstance(data, dict) and data.get("schema") == "sluice-bench-session/1"
+    return data if ok else None
 
 
 def _check_duplicates(runs: list[Run]) -> None:

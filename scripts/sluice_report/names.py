@@ -2,18 +2,45 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
+# One list of every name: the run file's schema, which the harness generates from its own.
+_SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "docs" / "run-file.schema.json")
+                     .read_text(encoding="utf-8"))
+
+
+def _enum(prop: dict[str, Any]) -> tuple[str, ...]:
+    """The string values a schema property allows (a nullable one: its non-null branch)."""
+    for branch in prop.get("anyOf", [prop]):
+        if "enum" in branch:
+            return tuple(branch["enum"])
+    raise ValueError(f"no enum in {prop}")
+
+
+_CONFIG = _SCHEMA["properties"]["config"]["properties"]
 CEILING = "quotas-off"
 PEER = "fastify-rate-limit"
-CLIENTS = ("valkey-glide", "iovalkey", "ioredis")
+CLIENTS = _enum(_CONFIG["client"])
 # The load straight to the relay (Nostr): the baseline of "through the gateway / relay alone".
 RELAY_ALONE = "relay-alone"
+# The report's order (baselines around the clients); every name is the schema's.
 IMPLEMENTATIONS = (RELAY_ALONE, CEILING, *CLIENTS, PEER)
+if set(IMPLEMENTATIONS) != set(_enum(_CONFIG["implementation"])):
+    raise ImportError("names.py does not cover the schema's implementations: update it")
 
-MODES = ("standalone", "cluster")
-WORKLOADS = ("light", "heavy", "flood", "nostr", "nostr-relay-verified", "nostr-sender-only", "adaptive-none", "adaptive-pid", "adaptive-lead")
+MODES = _enum(_CONFIG["mode"])
+# The schema's workloads, with the scenarios the report tells apart inside "nostr" (by
+# config.nostrIdentity) right after it.
+_BASE_WORKLOADS = _enum(_CONFIG["workload"])
+_AT = _BASE_WORKLOADS.index("nostr") + 1
+SENDER_ONLY = "nostr-sender-only"
+RELAY_VERIFIED = "nostr-relay-verified"
+WORKLOADS = (*_BASE_WORKLOADS[:_AT], RELAY_VERIFIED, SENDER_ONLY, *_BASE_WORKLOADS[_AT:])
 # feed: the pressure feed that adaptive runs sample beside relay, gateways and Valkey.
-ROLES = ("gateway", "peer", "relay", "feed", "valkey")
-LAWS = ("none", "pid", "lead")
+ROLES = _enum(_SCHEMA["properties"]["processes"]["items"]["properties"]["role"])
+LAWS = _enum(_CONFIG["law"])
 
 IMPL_COLORS = {
     RELAY_ALONE: "#ff7f0e",

@@ -3,7 +3,8 @@ import { registerBenchRun, registerRelayInstall } from './bench-run.js';
 import { registerPeer } from './bench-peer.js';
 import { registerBenchVerify } from './bench-verify.js';
 import { registerClientsBench } from './bench-clients.js';
-import { positiveInt } from './flags.js';
+import { InvalidArgumentError } from 'commander';
+import { collect, positiveInt } from './flags.js';
 
 export function registerBench(program: Command): void {
   const bench = program
@@ -21,6 +22,25 @@ export function registerBench(program: Command): void {
     .action(async (flags: { factor: number }) => {
       const { simulateVariants, formatSimulation } = await import('../bench/simulate.js');
       console.log(formatSimulation(simulateVariants(flags.factor)));
+    });
+  bench
+    .command('session')
+    .description(
+      'record a benchmark session in a results directory: session.json (command, machine, ' +
+        'versions, settings) and README.md (what run-all.sh calls first)',
+    )
+    .requiredOption('--out-dir <dir>', 'the results directory')
+    .requiredOption('--command <line>', 'the command line the session was started with')
+    .option('--set <key=value>', 'a setting every run shares (repeatable)', collect, [])
+    .action(async (flags: { outDir: string; command: string; set: string[] }) => {
+      const settings: Record<string, string> = {};
+      for (const pair of flags.set) {
+        const at = pair.indexOf('=');
+        if (at < 1) throw new InvalidArgumentError(`--set "${pair}": expected key=value`);
+        settings[pair.slice(0, at)] = pair.slice(at + 1);
+      }
+      const { writeSession } = await import('../bench/run/session.js');
+      await writeSession(flags.outDir, flags.command, settings);
     });
   bench
     .command('schema')

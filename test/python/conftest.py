@@ -271,11 +271,13 @@ def write_results(directory: Path) -> Path:
     # Other tools' output: not named like a run, so not the report's business.
     (directory / "gateway-bench.json").write_text('{"tool": "gateway-bench"}', encoding="utf-8")
     (directory / "notes.json").write_text("{not json", encoding="utf-8")
+    command = "./scripts/run-all.sh --clients all --workload all --runs 3 --duration 10"
+    (directory / "session.json").write_text(json.dumps({
+        "schema": "sluice-bench-session/1", "command": command,
+        "startedAt": "2026-11-22T10:00:00.000Z", "machine": {"cpus": 2}, "versions": {},
+        "settings": {"warm-up": "3s"}}), encoding="utf-8")
     (directory / "README.md").write_text(
-        "# Benchmark run 20261122_100000\n\n"
-        "- command line: `./scripts/run-all.sh --clients all --workload all --runs 3 "
-        "--duration 10 --concurrency 50`\n"
-        "- machine: 2 vCPUs (AMD EPYC), 24 GiB\n", encoding="utf-8")
+        f"# sluice benchmark run 20261122_100000\n\nCommand: `{command}`\n", encoding="utf-8")
     (directory / "benchmark.log").write_text(
         "10:00:00 starting valkey standalone\n"
         "10:05:00 iovalkey cluster light run 2 FAILED: 12 connection errors\n"

@@ -5,23 +5,14 @@ from __future__ import annotations
 from conftest import make_run, write_run
 
 from sluice_report import analyse
-from sluice_report.header import find_command
-
-
-def test_command_line_from_readme_or_log_formats():
-    assert find_command("Command: `./scripts/run-all.sh --clients all --runs 3`\n") == \
-        "./scripts/run-all.sh --clients all --runs 3"
-    assert find_command("- command line: ./scripts/run-benchmark.sh\n") == "./scripts/run-benchmark.sh"
-    assert find_command("$ /work/x/scripts/run-all.sh --workload light | tee log") == \
-        "/work/x/scripts/run-all.sh --workload light | tee log"
-    assert find_command("no command here") is None and find_command(None) is None
 
 
 def test_header_from_fixture(built_report):
     report, html_path, _ = built_report
     h = report.header
     assert h.run_date == "2026-11-22 10:00:00 UTC"  # from the directory name
-    assert h.command.startswith("./scripts/run-all.sh --clients all") and h.command_source == "README.md"
+    assert h.command.startswith("./scripts/run-all.sh --clients all")
+    assert h.command_source == "session.json" and ("warm-up", "3s") in h.settings
     assert h.machines == ["2 CPUs (AMD EPYC), 24 GiB, kernel 6.1.0, Node v20.20.2"]
     assert ("valkey", "9.1.2") in h.versions
     html = html_path.read_text(encoding="utf-8")
