@@ -66,4 +66,53 @@ describe('insurance limiter', { timeout: 10_000 }, () => {
     decider.reload(same);
     assert.equal(await admittedOf(write, 3), 0, 'a reload does not hand out a fresh share');
   });
+
+  it('skips Valkey for retryStoreAfterMs after a failure, then asks it again', async () => {
+    let t = 0;
+    let calls = 0;
+    let down = true;
+    const store = {
+      limiter: () => ({
+        consume: () => {
+          calls++;
+          return down
+            ? Promise.reject(new StoreError('valkey is down'))
+            : Promise.resolve({
+                allowed: true,
+                limit: 10,
+                consumed: 1,
+                remaining: 9,
+                msBeforeNext: 500,
+                fromMemory: false,
+              });
+        },
+      }),
+    } as unknown as Store;
+    const settings = quotas(10);
+    const decider = new QuotaDecider(
+      store,
+      new Policy(settings),
+      new MultiplierBoard(['relay-a']),
+      settings,
+      {
+        now: () => t,
+      },
+    );
+    const identity = makeIdentity('ip', '192.0.2.9', 'default', 'salt');
+    const write = () =>
+      decider.decide({ identity, ip: '192.0.2.9', cls: 'write', cost: 1, nodeId: 'relay-a' });
+    assert.equal((await write())!.outcome, 'insured');
+    assert.equal(calls, 1);
+    assert.equal(decider.storeDown, true);
+    // Within the window: no caller waits on a Valkey that just failed.
+    t += settings.retryStoreAfterMs - 1;
+    assert.equal((await write())!.outcome, 'insured');
+    assert.equal(calls, 1, 'Valkey skipped');
+    // Past it, Valkey (back by now) decides again.
+    down = false;
+    t += 1;
+    assert.equal(decider.storeDown, false);
+    assert.equal((await write())!.outcome, 'allowed');
+    assert.equal(calls, 2);
+  });
 });
