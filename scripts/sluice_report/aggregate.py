@@ -86,23 +86,16 @@ class Config:
             law = names.law_of(self.workload)
         return law
 
-    @property
-    def client(self) -> Optional[str]:
-        return self._setting("client")
-
-    @property
-    def transport(self) -> Optional[str]:
-        return self._setting("transport")
+    # Settings the runs share, from the first run that states each.
+    client = property(lambda self: self._setting("client"))
+    transport = property(lambda self: self._setting("transport"))
+    keys = property(lambda self: self._setting("keys"))
 
     def _setting(self, key: str) -> Any:
         for r in self.runs:
             if r.config.get(key) is not None:
                 return r.config[key]
         return None
-
-    @property
-    def keys(self) -> Optional[int]:
-        return self._setting("keys")
 
     @property
     def distribution(self) -> Optional[str]:

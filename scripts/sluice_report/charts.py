@@ -7,7 +7,7 @@ drawn empty. Figures are rendered without plotly.js; the page embeds it once.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -141,6 +141,13 @@ SHORT = {CEILING: "off", "valkey-glide": "glide", "iovalkey": "iovalkey", "iored
 SHORT_NOTE = f"On the axes, off = {CEILING} (the ceiling), glide = valkey-glide, fastify = {PEER}."
 
 
+def _mode_rows(data: list[Config], modes: list[str]):
+    """Each mode's row of a figure by mode: its number, its configurations, their x labels."""
+    for row, mode in enumerate(modes, 1):
+        cs = [c for c in data if c.mode == mode]
+        yield row, cs, _multicat(cs)
+
+
 def _multicat(cs: list[Config]) -> list[list[str]]:
     multi = _multi_conn(cs)
     return [[_cat(c, multi) for c in cs], [SHORT.get(c.implementation, c.implementation) for c in cs]]
@@ -195,9 +202,7 @@ def latency(configs: list[Config]) -> Built:
     if not data:
         return "no latency percentiles in the ok runs (adaptive runs have none: their load is paced)"
     fig, modes, height = _rows_by_mode(data)
-    for row, mode in enumerate(modes, 1):
-        cs = [c for c in data if c.mode == mode]
-        x = _multicat(cs)
+    for row, cs, x in _mode_rows(data, modes):
         for p in ("p50", "p90", "p99", "max"):
             spreads = [c.latency[p] for c in cs]
             fig.add_trace(go.Bar(
@@ -292,6 +297,22 @@ def _scen_x(cs: list[Config]) -> list[list[str]]:
     return [[c.mode for c in cs], [_cat(c, multi) for c in cs]]
 
 
+def _ratio_bar(impl: str, cs: list[Config], y: list[Optional[float]], of: str,
+               **extra: Any) -> go.Bar:
+    """One implementation's bars of a ratio per scenario, with its own req/s in the hover."""
+    return go.Bar(name=impl, x=_scen_x(cs), y=y, marker_color=impl_color(impl),
+                  customdata=[[fmt.rate(c.req.median)] for c in cs],
+                  hovertemplate=(f"<b>{impl}</b> %{{x}}<br>%{{y:.2f}} of {of} "
+                                 "(%{customdata[0]} req/s)<extra></extra>"), **extra)
+
+
+def _ratio_axes(fig: go.Figure, unit: str, title: str) -> None:
+    """A line at 1 (the baseline), the y title, the chart's size."""
+    _unit_line(fig, 1.0, unit)
+    fig.update_yaxes(title_text=title, rangemode="tozero")
+    _layout(fig, 440)
+
+
 def quota_ratio(configs: list[Config]) -> Built:
     data = [c for c in configs if c.ratio_vs_quotas_off is not None]
     if not data:
@@ -299,15 +320,8 @@ def quota_ratio(configs: list[Config]) -> Built:
     fig = go.Figure()
     for impl in _impls(data):
         cs = [c for c in data if c.implementation == impl]
-        fig.add_trace(go.Bar(
-            name=impl, x=_scen_x(cs), y=[c.ratio_vs_quotas_off for c in cs],
-            marker_color=impl_color(impl),
-            customdata=[[fmt.rate(c.req.median)] for c in cs],
-            hovertemplate=(f"<b>{impl}</b> %{{x}}<br>%{{y:.2f}} of quotas off "
-                           "(%{customdata[0]} req/s)<extra></extra>")))
-    _unit_line(fig, 1.0, "quotas off")
-    fig.update_yaxes(title_text="req/s ÷ quotas-off req/s", rangemode="tozero")
-    _layout(fig, 440)
+        fig.add_trace(_ratio_bar(impl, cs, [c.ratio_vs_quotas_off for c in cs], "quotas off"))
+    _ratio_axes(fig, "quotas off", "req/s ÷ quotas-off req/s")
     return ("Quotas on ÷ quotas off", "Each implementation's median req/s divided by quotas-off's "
             "in the same mode, workload and connections: the share of the ceiling kept with the "
             f"quota check on. {PEER} is a different server, shown for scale.", fig)
@@ -329,15 +343,9 @@ def client_vs_client(configs: list[Config]) -> Built:
                    arrayminus=[(s.median - s.min) / b if s.n >= 2 else 0
                                for s, b in zip(spreads, bests)],
                    thickness=1.2, width=3, color="#333")
-        fig.add_trace(go.Bar(
-            name=impl, x=_scen_x(cs), y=[c.ratio_vs_best_client for c in cs],
-            marker_color=impl_color(impl), error_y=err,
-            customdata=[[fmt.rate(c.req.median)] for c in cs],
-            hovertemplate=(f"<b>{impl}</b> %{{x}}<br>%{{y:.2f}} of the fastest client "
-                           "(%{customdata[0]} req/s)<extra></extra>")))
-    _unit_line(fig, 1.0, "fastest client")
-    fig.update_yaxes(title_text="req/s ÷ fastest client's", rangemode="tozero")
-    _layout(fig, 440)
+        fig.add_trace(_ratio_bar(impl, cs, [c.ratio_vs_best_client for c in cs],
+                                 "the fastest client", error_y=err))
+    _ratio_axes(fig, "fastest client", "req/s ÷ fastest client's")
     return ("Client against client", "Each sluice client's median req/s divided by the fastest "
             "client's in the same mode, workload and connections (1 = fastest). Whiskers: the "
             "client's own lowest and highest run on the same scale; overlapping whiskers mean the "
@@ -382,9 +390,7 @@ def valkey_round_trips(configs: list[Config]) -> Built:
     if not data:
         return "no Valkey INFO commandstats in the ok runs"
     fig, modes, height = _rows_by_mode(data)
-    for row, mode in enumerate(modes, 1):
-        cs = [c for c in data if c.mode == mode]
-        x = _multicat(cs)
+    for row, cs, x in _mode_rows(data, modes):
         detail = [[fmt.num(c.cmds_per_request.median), _mix_text(c), c.implementation,
                    fmt.num(c.round_trips_per_request.median)] for c in cs]
         fig.add_trace(go.Bar(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 DASH = "–"  # shown for a figure that does not exist (never as zero)
 
@@ -28,28 +28,17 @@ def pct(fraction: Optional[float], digits: int = 1) -> str:
     return DASH if fraction is None else f"{fraction * 100:.{digits}f}%"
 
 
-def ratio(v: Optional[float]) -> str:
-    return DASH if v is None else f"{v:.2f}"
+def _or_dash(show: Callable[[float], str]) -> Callable[[Optional[float]], str]:
+    """A formatter that shows a missing value as the dash."""
+    return lambda v: DASH if v is None else show(v)
 
 
-def times(v: Optional[float]) -> str:
-    return DASH if v is None else f"{v:.2f}×"
-
-
-def mib(v_bytes: Optional[float]) -> str:
-    return DASH if v_bytes is None else f"{v_bytes / 2**20:,.0f}"
-
-
-def cpu(v: Optional[float]) -> str:
-    return DASH if v is None else f"{v:.0f}"
-
-
-def seconds(v: Optional[float]) -> str:
-    return DASH if v is None else f"{v:.1f}"
-
-
-def count(v: Optional[float]) -> str:
-    return DASH if v is None else f"{v:g}"
+ratio = _or_dash(lambda v: f"{v:.2f}")
+times = _or_dash(lambda v: f"{v:.2f}×")
+mib = _or_dash(lambda v: f"{v / 2**20:,.0f}")  # from bytes
+cpu = _or_dash(lambda v: f"{v:.0f}")
+seconds = _or_dash(lambda v: f"{v:.1f}")
+count = _or_dash(lambda v: f"{v:g}")
 
 
 def join_and(items: list[str]) -> str:

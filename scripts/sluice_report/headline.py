@@ -32,8 +32,26 @@ NOSTR_WORKLOADS = ("nostr", RELAY_VERIFIED, SENDER_ONLY)
 NOSTR_LABELS = {"nostr": "", RELAY_VERIFIED: " (verified by the relay)", SENDER_ONLY: " (sender only)"}
 
 
+class _PerRound:
+    """Mean, lowest and highest of the per-round `values`; None when there are none."""
+
+    values: tuple[float, ...]
+
+    @property
+    def mean(self) -> Optional[float]:
+        return mean(self.values) if self.values else None
+
+    @property
+    def min(self) -> Optional[float]:
+        return min(self.values) if self.values else None
+
+    @property
+    def max(self) -> Optional[float]:
+        return max(self.values) if self.values else None
+
+
 @dataclass(frozen=True)
-class Ratio:
+class Ratio(_PerRound):
     """numerator / baseline over the rounds where both ran ok."""
 
     label: str
@@ -43,39 +61,15 @@ class Ratio:
     rounds: tuple[int, ...] = ()
     why_na: Optional[str] = None
 
-    @property
-    def mean(self) -> Optional[float]:
-        return mean(self.values) if self.values else None
-
-    @property
-    def min(self) -> Optional[float]:
-        return min(self.values) if self.values else None
-
-    @property
-    def max(self) -> Optional[float]:
-        return max(self.values) if self.values else None
-
 
 @dataclass(frozen=True)
-class CpuCost:
+class CpuCost(_PerRound):
     """CPU ms per request of one role, per ok run."""
 
     config: Config
     role: str
     values: tuple[float, ...]
     rounds: tuple[int, ...]
-
-    @property
-    def mean(self) -> Optional[float]:
-        return mean(self.values) if self.values else None
-
-    @property
-    def min(self) -> Optional[float]:
-        return min(self.values) if self.values else None
-
-    @property
-    def max(self) -> Optional[float]:
-        return max(self.values) if self.values else None
 
 
 @dataclass
