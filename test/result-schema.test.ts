@@ -10,7 +10,12 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { PROJECT_ROOT } from '../src/harness/paths.js';
-import { RunFileSchema, runFileJsonSchema, writeRunFile } from '../src/bench/run/result-schema.js';
+import {
+  RunFileSchema,
+  ratesOf,
+  runFileJsonSchema,
+  writeRunFile,
+} from '../src/bench/run/result-schema.js';
 import type { RunFile } from '../src/bench/run/result-schema.js';
 import { SessionSchema, writeSession } from '../src/bench/run/session.js';
 
@@ -59,7 +64,10 @@ function validRun(): RunFile {
       timeouts: 0,
       otherStatuses: {},
     },
-    rates: { requestsPerSec: 99.9, okPerSec: 99.9, limitedPerSec: 0, errorsPerSec: 0 },
+    rates: ratesOf(
+      { requests: 1000, ok2xx: 1000, limited429: 0, otherNon2xx: 0, errors: 0 },
+      10.01,
+    ),
     latencyMs: { p50: 5, p90: 8, p99: 12, max: 30, mean: 5.5 },
     load: { mode: 'closed' },
     processes: [

@@ -137,18 +137,17 @@ def build_config(key: Key, runs: list[Run]) -> Config:
     cfg.ok = [r for r in runs if r.ok]
     cfg.failed = [r for r in runs if not r.ok]
     ok = cfg.ok
-    cfg.req = _over(ok, lambda r: r.per_s("requests"))
-    cfg.ok_per_s = _over(ok, lambda r: r.per_s("ok2xx"))
-    cfg.limited_per_s = _over(ok, lambda r: r.per_s("limited429"))
-    cfg.other_per_s = _over(ok, lambda r: r.per_s("otherNon2xx"))
-    cfg.errors_per_s = _over(ok, lambda r: r.per_s("errors"))
-    cfg.rejected_share = _over(ok, lambda r: r.share("limited429"))
+    stated = {"req": "requestsPerSec", "ok_per_s": "okPerSec", "limited_per_s": "limitedPerSec",
+              "other_per_s": "otherNon2xxPerSec", "errors_per_s": "errorsPerSec",
+              "rejected_share": "limitedShare"}
+    for attr, name in stated.items():
+        setattr(cfg, attr, _over(ok, lambda r, n=name: r.rate(n)))
     cfg.latency = {f: _over(ok, lambda r, f=f: r.latency.get(f)) for f in LATENCY_FIELDS}
     roles = sorted({p.role for r in ok for p in r.processes}, key=names.role_rank)
     cfg.cpu = {role: _over(ok, lambda r, ro=role: r.role_sum(ro, "cpu_mean")) for role in roles}
     cfg.rss = {role: _over(ok, lambda r, ro=role: r.role_sum(ro, "rss_mean")) for role in roles}
-    cfg.cmds_per_request = _over(ok, Run.cmds_per_request)
-    cfg.round_trips_per_request = _over(ok, Run.round_trips_per_request)
+    cfg.cmds_per_request = _over(ok, lambda r: r.valkey_per_request("perRequest"))
+    cfg.round_trips_per_request = _over(ok, lambda r: r.valkey_per_request("scriptCallsPerRequest"))
     commands = sorted({c for r in ok for c in r.valkey_commands})
     for c in commands:
         per = [r.valkey_commands.get(c, 0.0) / r.counts["requests"]

@@ -83,7 +83,7 @@ class Headline:
 
 def rate(run: Run) -> Optional[float]:
     """Answers per second of the measured window (for Nostr: OKs, i.e. EVENT/s)."""
-    return run.per_s("requests")
+    return run.rate("requestsPerSec")
 
 
 def cpu_ms_per_request(run: Run, role: str) -> Optional[float]:

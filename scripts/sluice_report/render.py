@@ -191,7 +191,7 @@ def _runs(c: Optional[CpuCost]) -> str:
 def _rate_cell(cfg: Optional[Config]) -> Cell:
     if cfg is None:
         return Cell(fmt.DASH)
-    rates = [r.per_s("requests") for r in cfg.ok]
+    rates = [r.rate("requestsPerSec") for r in cfg.ok]
     rates = [v for v in rates if v is not None]
     if not rates:
         return Cell(fmt.DASH)

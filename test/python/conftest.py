@@ -96,9 +96,8 @@ def make_run(implementation: str = "valkey-glide", mode: str = "standalone",
              workload: str = "light", rps: float = 1000.0, *, run: int = 1, runs: int = 3,
              connections: int = CONNECTIONS, duration: float = DURATION, wall: float = WALL,
              status: str = "ok", reasons: Optional[list[str]] = None,
-             limited_share: float = 0.0, round_trips: Optional[float] = None,
-             rates_factor: float = 1.0) -> dict[str, Any]:
-    """One run file's content. rates_factor != 1 makes `rates` disagree with the counts.
+             limited_share: float = 0.0, round_trips: Optional[float] = None) -> dict[str, Any]:
+    """One run file's content, its rates stated as the harness states them (ratesOf).
 
     round_trips: script calls per response (default 1, 0.1 under flood, 0 for quotas-off);
     each runs SCRIPT_MIX inside Valkey.
@@ -153,9 +152,9 @@ def make_run(implementation: str = "valkey-glide", mode: str = "standalone",
         "wallSeconds": wall,
         "counts": {"requests": requests, "ok2xx": requests - limited, "limited429": limited,
                    "otherNon2xx": 0, "errors": 0, "timeouts": 0, "otherStatuses": {}},
-        "rates": {"requestsPerSec": requests / wall * rates_factor,
-                  "okPerSec": (requests - limited) / wall, "limitedPerSec": limited / wall,
-                  "errorsPerSec": 0},
+        "rates": {"requestsPerSec": requests / wall, "okPerSec": (requests - limited) / wall,
+                  "limitedPerSec": limited / wall, "otherNon2xxPerSec": 0, "errorsPerSec": 0,
+                  "limitedShare": limited / requests if requests else 0},
         "latencyMs": (None
                       if adaptive else
                       {"p50": round(lat_p50, 2), "p90": round(lat_p50 * 1.5, 2),

@@ -7,6 +7,7 @@ import { runVariant } from './adaptive-variant.js';
 import { runDir } from '../../harness/paths.js';
 import type { RunConfig } from './config.js';
 import { withCpuPerRequest } from './proc-sampler.js';
+import { ratesOf } from './result-schema.js';
 import type { RunResult, RunTargets } from './runner.js';
 import { failedRun, resultBase } from './runner.js';
 import { commandCalls, commandDelta, discoverNodes, watchedValkey } from './valkey-stats.js';
@@ -65,12 +66,7 @@ export async function runAdaptive(
       finishedAt: new Date().toISOString(),
       wallSeconds: s,
       counts: { ...r.counts, timeouts: 0, otherStatuses: {} },
-      rates: {
-        requestsPerSec: r.counts.requests / s,
-        okPerSec: r.counts.ok2xx / s,
-        limitedPerSec: r.counts.limited429 / s,
-        errorsPerSec: r.counts.errors / s,
-      },
+      rates: ratesOf(r.counts, s),
       latencyMs: null,
       processes: withCpuPerRequest(r.processes, r.counts.requests),
       valkey: commandDelta(before, after, r.counts.requests),

@@ -63,6 +63,16 @@ const ProcessSchema = z.strictObject({
   problem: z.string().optional(),
 });
 
+/** Every rate and share the report shows, stated once here: the report never recomputes them. */
+const RatesSchema = z.strictObject({
+  requestsPerSec: z.number(),
+  okPerSec: z.number(),
+  limitedPerSec: z.number(),
+  otherNon2xxPerSec: z.number(),
+  errorsPerSec: z.number(),
+  limitedShare: z.number().min(0).max(1),
+});
+
 const LoadSchema = z.union([
   z.strictObject({ mode: z.literal('closed') }),
   z.strictObject({
@@ -86,14 +96,7 @@ export const RunFileSchema = z.strictObject({
   versions: z.record(z.string(), z.string()),
   wallSeconds: z.number().positive().nullable(),
   counts: CountsSchema.nullable(),
-  rates: z
-    .object({
-      requestsPerSec: z.number(),
-      okPerSec: z.number(),
-      limitedPerSec: z.number(),
-      errorsPerSec: z.number(),
-    })
-    .nullable(),
+  rates: RatesSchema.nullable(),
   latencyMs: z
     .object({
       p50: z.number(),
@@ -130,6 +133,23 @@ export const RunFileSchema = z.strictObject({
 });
 
 export type RunFile = z.infer<typeof RunFileSchema>;
+type Counts = z.infer<typeof CountsSchema>;
+
+/** Counts over the measured window: the run file's rates and the 429 share of responses. */
+export function ratesOf(
+  counts: Pick<Counts, 'requests' | 'ok2xx' | 'limited429' | 'otherNon2xx' | 'errors'>,
+  wallSeconds: number,
+): z.infer<typeof RatesSchema> {
+  const per = (n: number) => n / wallSeconds;
+  return {
+    requestsPerSec: per(counts.requests),
+    okPerSec: per(counts.ok2xx),
+    limitedPerSec: per(counts.limited429),
+    otherNon2xxPerSec: per(counts.otherNon2xx),
+    errorsPerSec: per(counts.errors),
+    limitedShare: counts.requests ? counts.limited429 / counts.requests : 0,
+  };
+}
 
 /** The JSON Schema of a run file, as checked in under docs/. */
 export function runFileJsonSchema(): Record<string, unknown> {

@@ -18,12 +18,14 @@ import type { ArrivalLoadResult } from './arrival-load.js';
 import type { LoadResult } from './http-load.js';
 import { apiKeyOf, clientAddress, keySampler } from './keys.js';
 import { ProcessSampler, withCpuPerRequest } from './proc-sampler.js';
-import type { ProcessUsage, WatchedProcess } from './proc-sampler.js';
+import type { WatchedProcess } from './proc-sampler.js';
 import { progressBar } from './progress.js';
 import { commandCalls, commandDelta, discoverNodes, watchedValkey } from './valkey-stats.js';
-import type { CommandDelta, ValkeyNode } from './valkey-stats.js';
+import type { ValkeyNode } from './valkey-stats.js';
 import { GRACE_MS, runNostrLoad } from '../ws-load.js';
 import { environment } from './environment.js';
+import { ratesOf } from './result-schema.js';
+import type { RunFile } from './result-schema.js';
 import { signFreshEvents } from './fresh-events.js';
 import type { FreshEvents } from './fresh-events.js';
 import { startNostrRsRelay } from './third-party-relay.js';
@@ -38,45 +40,8 @@ export interface RunTargets {
   relayUrl?: string;
 }
 
-export interface RunResult {
-  schema: typeof RESULT_SCHEMA;
-  status: 'ok' | 'failed';
-  failureReasons: string[];
-  config: Omit<RunConfig, 'seed'> & { seed: number };
-  clientSettings: Record<string, unknown> | null;
-  startedAt: string;
-  finishedAt: string;
-  machine: Record<string, unknown>;
-  versions: Record<string, string>;
-  wallSeconds: number | null;
-  counts: LoadResult['counts'] | null;
-  rates: {
-    requestsPerSec: number;
-    okPerSec: number;
-    limitedPerSec: number;
-    errorsPerSec: number;
-  } | null;
-  latencyMs: LoadResult['latencyMs'];
-  processes: ProcessUsage[];
-  valkey: CommandDelta | null;
-  timeseries: Record<string, unknown[]> | null;
-  adaptive: Record<string, unknown> | null;
-  /** How the load was offered; absent in files from before arrival mode. */
-  load?: ArrivalLoadResult['load'] | { mode: 'closed' };
-  /**
-   * Nostr with fresh events: how many were signed (and how long that took, before the
-   * warm-up), how many the warm-up and the window sent, and how many OKs said duplicate.
-   */
-  events?: {
-    source: 'fresh';
-    signed: number;
-    signSeconds: number;
-    sent: number;
-    duplicates: number;
-    /** The rate the window's events were signed for (WINDOW_HEADROOM x the warm-up's). */
-    windowRatePerSec: number | null;
-  } | null;
-}
+/** One run's file, as its schema (result-schema.ts) defines it. */
+export type RunResult = RunFile;
 
 function roundAll<T extends object>(values: T): T {
   return Object.fromEntries(
@@ -201,16 +166,6 @@ export const MIN_WINDOW_RATE = 1000;
 /** Events to sign for `seconds` of load at `perSec` (plus the grace period and one each). */
 export function freshEventCount(perSec: number, seconds: number, connections: number): number {
   return Math.ceil(perSec * (seconds + GRACE_MS / 1000)) + connections;
-}
-
-function rates(load: LoadResult) {
-  const s = load.wallSeconds;
-  return {
-    requestsPerSec: load.counts.requests / s,
-    okPerSec: load.counts.ok2xx / s,
-    limitedPerSec: load.counts.limited429 / s,
-    errorsPerSec: load.counts.errors / s,
-  };
 }
 
 async function relayStats(url: string) {
@@ -525,7 +480,7 @@ export async function runOnce(
       finishedAt: new Date().toISOString(),
       wallSeconds: result.wallSeconds,
       counts: result.counts,
-      rates: rates(result),
+      rates: ratesOf(result.counts, result.wallSeconds),
       latencyMs: result.latencyMs,
       // closed: each connection waits for its answer (latency from send); arrival: a fixed
       // offered rate, latency from each request's intended send time.
