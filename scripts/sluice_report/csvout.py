@@ -1,4 +1,4 @@
-"""summary.csv: one row per configuration, columns exactly as documented in columns.py."""
+"""summary.csv: one row per configuration, columns exactly as docs/REPORT-COLUMNS.md defines them."""
 
 from __future__ import annotations
 

@@ -330,23 +330,14 @@ def failed(configs: list[Config], runs: list[Run]) -> list[Finding]:
     bad = [r for r in runs if not r.ok]
     if not bad:
         return [Finding("Failed runs", f"No run failed ({fmt.plural(len(runs), 'run')}).")]
-    all_failed = [c for c in configs if c.status == "failed"]
-    partial = [c for c in configs if c.status == "partial"]
-    out = []
-    if partial:
-        parts = [f"{c.label} run {', '.join(str(r.run) for r in c.failed)} "
-                 f"({_reasons(c.failed)}; median of the other {len(c.ok)})" for c in partial]
-        out.append(Finding("Failed runs", (
-            f"{len(bad)} of {len(runs)} runs failed and are excluded from every figure. "
-            f"Partly failed: {'; '.join(parts)}.")))
-    else:
-        out.append(Finding("Failed runs", (
-            f"{len(bad)} of {len(runs)} runs failed and are excluded from every figure.")))
-    for c in all_failed:
-        out.append(Finding("Failed runs", (
-            f"{c.label}: all {len(c.runs)} runs failed ({_reasons(c.failed)}), so it has no "
-            f"figures.")))
-    return out
+    partly = "; ".join(f"{c.label} run {', '.join(str(r.run) for r in c.failed)} "
+                       f"({_reasons(c.failed)}; median of the other {len(c.ok)})"
+                       for c in configs if c.status == "partial")
+    text = f"{len(bad)} of {len(runs)} runs failed and are excluded from every figure."
+    return [Finding("Failed runs", f"{text} Partly failed: {partly}." if partly else text),
+            *(Finding("Failed runs", f"{c.label}: all {len(c.runs)} runs failed "
+                                     f"({_reasons(c.failed)}), so it has no figures.")
+              for c in configs if c.status == "failed")]
 
 
 def _reasons(runs: list[Run]) -> str:
@@ -359,23 +350,19 @@ def _reasons(runs: list[Run]) -> str:
 
 
 def data_quality(configs: list[Config], unreadable: list, warnings: list[str]) -> list[Finding]:
-    out = []
-    noisy = [c for c in configs if c.errors_per_s.median or c.other_per_s.median]
-    if noisy:
-        parts = [f"{c.label} ({fmt.rate(c.errors_per_s.median)} errors/s, "
-                 f"{fmt.rate(c.other_per_s.median)} other non-2xx/s)" for c in noisy]
-        out.append(Finding("Data quality", (
-            f"Runs counted ok but with errors or unexpected statuses: {'; '.join(parts)}.")))
-    if unreadable:
-        out.append(Finding("Data quality", (
-            f"{fmt.plural(len(unreadable), 'file')} could not be read and "
-            f"{'is' if len(unreadable) == 1 else 'are'} left out: "
-            f"{', '.join(u.file for u in unreadable)} (reasons under Unreadable files).")))
-    if warnings:
-        out.append(Finding("Data quality", (
-            f"{fmt.plural(len(warnings), 'data warning')} (listed under Data warnings), "
-            f"e.g. {warnings[0]}")))
-    return out
+    noisy = "; ".join(f"{c.label} ({fmt.rate(c.errors_per_s.median)} errors/s, "
+                      f"{fmt.rate(c.other_per_s.median)} other non-2xx/s)"
+                      for c in configs if c.errors_per_s.median or c.other_per_s.median)
+    texts = (
+        noisy and f"Runs counted ok but with errors or unexpected statuses: {noisy}.",
+        unreadable and (f"{fmt.plural(len(unreadable), 'file')} could not be read and "
+                        f"{'is' if len(unreadable) == 1 else 'are'} left out: "
+                        f"{', '.join(u.file for u in unreadable)} (reasons under Unreadable "
+                        f"files)."),
+        warnings and (f"{fmt.plural(len(warnings), 'data warning')} (listed under Data "
+                      f"warnings), e.g. {warnings[0]}"),
+    )
+    return [Finding("Data quality", t) for t in texts if t]
 
 
 def key_findings(configs: list[Config], runs: list[Run], unreadable: list,

@@ -35,6 +35,10 @@ RUN_FILE_RE = re.compile(r"_run\d+\.json$")
 LATENCY_FIELDS = ("p50", "p90", "p99", "max", "mean")
 # What an ok run must state for the aggregates; a failed run is only listed.
 OK_RUN_NEEDS = ("wallSeconds", "counts", "rates")
+_TOP_FIELDS = frozenset({"status", "failure_reasons", "client_settings", "started_at",
+                         "finished_at", "machine", "versions", "counts", "timeseries",
+                         "adaptive"})
+_CONFIG_FIELDS = frozenset({"client", "mode", "transport", "connections", "run"})
 _validator: Optional[Draft202012Validator] = None
 
 
@@ -66,27 +70,20 @@ class Run:
     processes: list[Process]
     warnings: list[str] = field(default_factory=list)
 
-    # The file's own fields, by the names the report uses.
-    status = property(lambda self: self.data["status"])
-    failure_reasons = property(lambda self: self.data["failureReasons"])
+    def __getattr__(self, name: str) -> Any:
+        """The file's own fields by the report's names: failure_reasons is failureReasons."""
+        camel = re.sub(r"_(\w)", lambda m: m[1].upper(), name)
+        if name in _TOP_FIELDS:
+            return self.data[camel]
+        if name in _CONFIG_FIELDS:
+            return self.data["config"][camel]
+        raise AttributeError(name)
+
     config = property(lambda self: self.data["config"])
-    client = property(lambda self: self.config["client"])
-    mode = property(lambda self: self.config["mode"])
-    transport = property(lambda self: self.config["transport"])
-    connections = property(lambda self: self.config["connections"])
     duration_s = property(lambda self: float(self.config["durationSec"]))
-    run = property(lambda self: self.config["run"])
     runs_expected = property(lambda self: self.config["runs"])
     relay_impl = property(lambda self: self.config.get("relayImpl") or REFERENCE_RELAY)
-    client_settings = property(lambda self: self.data["clientSettings"])
-    started_at = property(lambda self: self.data["startedAt"])
-    finished_at = property(lambda self: self.data["finishedAt"])
-    machine = property(lambda self: self.data["machine"])
-    versions = property(lambda self: self.data["versions"])
     wall_s = property(lambda self: self.data["wallSeconds"])
-    counts = property(lambda self: self.data["counts"])
-    timeseries = property(lambda self: self.data["timeseries"])
-    adaptive = property(lambda self: self.data["adaptive"])
     valkey_commands = property(lambda self: (self.data["valkey"] or {}).get("commands", {}))
 
     @property

@@ -2,15 +2,35 @@ import { Counter, Gauge, Histogram, Registry, Summary, collectDefaultMetrics } f
 import type { MultiplierBoard } from '../pressure/follower/board.js';
 import type { UpstreamPool } from './upstreams.js';
 
+/** The gateway's counters by name: what each counts. */
+const COUNTER_HELP = {
+  sluice_decisions_total:
+    'Quota decisions by outcome (allowed, limited, insured, error), class and node',
+  sluice_frames_total:
+    'Client WebSocket frames by type (EVENT, REQ, CLOSE, AUTH, COUNT, OTHER, MALFORMED, OVERSIZED)',
+  sluice_upstream_errors_total: 'Requests or connections that failed to reach a relay node',
+  sluice_websocket_upgrades_refused_total:
+    'WebSocket upgrades answered without a connection, by reason (bad-request, per-address, no-relay, relay-answered, relay-unreachable, relay-failed, internal)',
+  sluice_slow_clients_total:
+    'Clients not reading what is written to them: paused (reading from them stopped) or closed (1008, past the buffered bound)',
+  sluice_internal_errors_total:
+    'Unexpected errors caught by a last-resort handler, by where they were caught',
+} as const;
+type CounterName = keyof typeof COUNTER_HELP;
+/** Each counter's labels. */
+const COUNTER_LABELS: Record<CounterName, readonly string[]> = {
+  sluice_decisions_total: ['outcome', 'class', 'node'],
+  sluice_frames_total: ['type'],
+  sluice_upstream_errors_total: ['node'],
+  sluice_websocket_upgrades_refused_total: ['reason'],
+  sluice_slow_clients_total: ['action'],
+  sluice_internal_errors_total: ['where'],
+};
+
 /** The gateway's Prometheus metrics, on a registry of its own. */
 export class GatewayMetrics {
   readonly registry = new Registry();
-  readonly decisions = new Counter({
-    name: 'sluice_decisions_total',
-    help: 'Quota decisions by outcome (allowed, limited, insured, error), class and node',
-    labelNames: ['outcome', 'class', 'node'] as const,
-    registers: [this.registry],
-  });
+  readonly decisions = this.counter('sluice_decisions_total');
   /** Labelled children of `decisions`, so a decision costs no label hashing (hot path). */
   private readonly decisionCounters = new Map<string, Counter.Internal>();
   readonly valkeyCall = new Histogram({
@@ -25,37 +45,12 @@ export class GatewayMetrics {
     help: 'Client WebSocket connections currently open',
     registers: [this.registry],
   });
-  readonly frames = new Counter({
-    name: 'sluice_frames_total',
-    help: 'Client WebSocket frames by type (EVENT, REQ, CLOSE, AUTH, COUNT, OTHER, MALFORMED, OVERSIZED)',
-    labelNames: ['type'] as const,
-    registers: [this.registry],
-  });
-  readonly upstreamErrors = new Counter({
-    name: 'sluice_upstream_errors_total',
-    help: 'Requests or connections that failed to reach a relay node',
-    labelNames: ['node'] as const,
-    registers: [this.registry],
-  });
-  readonly upgradesRefused = new Counter({
-    name: 'sluice_websocket_upgrades_refused_total',
-    help: 'WebSocket upgrades answered without a connection, by reason (bad-request, per-address, no-relay, relay-answered, relay-unreachable, relay-failed, internal)',
-    labelNames: ['reason'] as const,
-    registers: [this.registry],
-  });
-  readonly slowClients = new Counter({
-    name: 'sluice_slow_clients_total',
-    help: 'Clients not reading what is written to them: paused (reading from them stopped) or closed (1008, past the buffered bound)',
-    labelNames: ['action'] as const,
-    registers: [this.registry],
-  });
+  readonly frames = this.counter('sluice_frames_total');
+  readonly upstreamErrors = this.counter('sluice_upstream_errors_total');
+  readonly upgradesRefused = this.counter('sluice_websocket_upgrades_refused_total');
+  readonly slowClients = this.counter('sluice_slow_clients_total');
   /** Anything thrown that no handler expected; a test asserts it stays 0. */
-  readonly internalErrors = new Counter({
-    name: 'sluice_internal_errors_total',
-    help: 'Unexpected errors caught by a last-resort handler, by where they were caught',
-    labelNames: ['where'] as const,
-    registers: [this.registry],
-  });
+  readonly internalErrors = this.counter('sluice_internal_errors_total');
 
   /** Sampled at scrape time from what countTrackedClients() was given. */
   private trackedClientsSource: () => Record<string, number> = () => ({});
@@ -112,6 +107,11 @@ export class GatewayMetrics {
         for (const node of pool.list()) this.set({ node: node.id }, node.healthy ? 1 : 0);
       },
     });
+  }
+
+  private counter(name: CounterName): Counter {
+    const labelNames = COUNTER_LABELS[name];
+    return new Counter({ name, help: COUNTER_HELP[name], labelNames, registers: [this.registry] });
   }
 
   countDecision(outcome: string, cls: string, node: string): void {

@@ -34,31 +34,44 @@ type NumericKey = {
   [K in keyof RelayStats]: RelayStats[K] extends number ? K : never;
 }[keyof RelayStats];
 
-const GAUGES: [string, NumericKey, string][] = [
-  ['relay_rss_bytes', 'rssBytes', 'Resident set size of the relay process'],
-  ['relay_rss_anon_bytes', 'rssAnonBytes', 'Resident anonymous memory (RSS without file pages)'],
-  ['relay_heap_used_bytes', 'heapUsedBytes', 'V8 heap in use'],
-  ['relay_memtable_bytes', 'memtableBytes', 'Bytes held in memtable slabs'],
-  ['relay_memtable_slabs', 'memtableSlabs', 'Memtable slabs held'],
-  ['relay_backlog_bytes', 'backlogBytes', 'Accepted bytes not yet flushed to disk'],
-  ['relay_backlog_events', 'backlogEvents', 'Accepted events not yet fully flushed to disk'],
-  ['relay_drain_rate_bytes_per_second', 'drainRateBytesPerSec', 'Configured drain rate'],
-  ['relay_drained_bytes_per_second', 'drainedBytesPerSec', 'Measured drain rate, last ~1 s'],
-  ['relay_data_file_bytes', 'dataFileBytes', 'Size of the append-only data file'],
-  ['relay_events_stored', 'eventsStored', 'Events in the store (including earlier runs)'],
-  ['relay_spike_bytes', 'spikeBytes', 'Bytes currently held by memory spikes'],
-  ['relay_connections', 'connections', 'Open WebSocket connections'],
-  ['relay_subscriptions', 'subscriptions', 'Open subscriptions'],
-  ['relay_uptime_seconds', 'uptimeSeconds', 'Seconds since the relay started'],
-];
+/** The numbers /metrics publishes, with their help; each one's name comes from its key. */
+const HELP: Partial<Record<NumericKey, string>> = {
+  rssBytes: 'Resident set size of the relay process',
+  rssAnonBytes: 'Resident anonymous memory (RSS without file pages)',
+  heapUsedBytes: 'V8 heap in use',
+  memtableBytes: 'Bytes held in memtable slabs',
+  memtableSlabs: 'Memtable slabs held',
+  backlogBytes: 'Accepted bytes not yet flushed to disk',
+  backlogEvents: 'Accepted events not yet fully flushed to disk',
+  drainRateBytesPerSec: 'Configured drain rate',
+  drainedBytesPerSec: 'Measured drain rate, last ~1 s',
+  dataFileBytes: 'Size of the append-only data file',
+  eventsStored: 'Events in the store (including earlier runs)',
+  spikeBytes: 'Bytes currently held by memory spikes',
+  connections: 'Open WebSocket connections',
+  subscriptions: 'Open subscriptions',
+  uptimeSeconds: 'Seconds since the relay started',
+  flushedBytes: 'Bytes flushed to disk by this process',
+  flushErrors: 'Failed flush writes',
+  eventsAccepted: 'Events accepted and stored',
+  eventsDuplicate: 'Events already stored',
+  spikesTotal: 'Memory spikes started',
+};
+/** Totals since the process started; every other number is a gauge. */
+const COUNTERS = new Set<NumericKey>([
+  'flushedBytes',
+  'flushErrors',
+  'eventsAccepted',
+  'eventsDuplicate',
+  'spikesTotal',
+]);
 
-const COUNTERS: [string, NumericKey, string][] = [
-  ['relay_flushed_bytes_total', 'flushedBytes', 'Bytes flushed to disk by this process'],
-  ['relay_flush_errors_total', 'flushErrors', 'Failed flush writes'],
-  ['relay_events_accepted_total', 'eventsAccepted', 'Events accepted and stored'],
-  ['relay_events_duplicate_total', 'eventsDuplicate', 'Events already stored'],
-  ['relay_spikes_total', 'spikesTotal', 'Memory spikes started'],
-];
+/** `drainedBytesPerSec` is relay_drained_bytes_per_second; counters end in `_total`. */
+function metricName(key: NumericKey): string {
+  const snake = key.replace(/PerSec$/, 'PerSecond').replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+  const total = COUNTERS.has(key) && !snake.endsWith('_total') ? '_total' : '';
+  return `relay_${snake}${total}`;
+}
 
 export interface RelayMetrics {
   registry: Registry;
@@ -74,26 +87,28 @@ export function createMetrics(nodeId: string, snapshot: () => RelayStats): Relay
   let current: RelayStats | undefined;
   const stats = (): RelayStats => (current ??= snapshot());
 
-  for (const [name, key, help] of GAUGES) {
-    new Gauge({
-      name,
-      help,
-      registers: [registry],
-      collect() {
-        this.set(stats()[key]);
-      },
-    });
-  }
-  for (const [name, key, help] of COUNTERS) {
-    new Counter({
-      name,
-      help,
-      registers: [registry],
-      collect() {
-        this.reset();
-        this.inc(stats()[key]);
-      },
-    });
+  for (const [key, help] of Object.entries(HELP) as [NumericKey, string][]) {
+    const name = metricName(key);
+    if (COUNTERS.has(key)) {
+      new Counter({
+        name,
+        help,
+        registers: [registry],
+        collect() {
+          this.reset();
+          this.inc(stats()[key]);
+        },
+      });
+    } else {
+      new Gauge({
+        name,
+        help,
+        registers: [registry],
+        collect() {
+          this.set(stats()[key]);
+        },
+      });
+    }
   }
   new Counter({
     name: 'relay_events_rejected_total',
