@@ -3,7 +3,8 @@ import { after, before, describe, it } from 'node:test';
 import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import type { Event } from 'nostr-tools/pure';
 import { matrix } from './helpers/env.js';
-import { NostrClient, admin, request, startGateway } from './helpers/gateway.js';
+import type { ClientKind, Topology } from '../src/store/index.js';
+import { NostrClient, request, startGateway } from './helpers/gateway.js';
 import type { GatewayUnderTest } from './helpers/gateway.js';
 import { startRelay } from './helpers/processes.js';
 import type { SluiceProcess } from './helpers/processes.js';
@@ -65,18 +66,25 @@ function freshClientAddress(): string {
   return `127.0.${Math.floor(source / 250)}.${(source % 250) + 2}`;
 }
 
+/** A gateway process per describe, with counters of its own, stopped (cleanly) after it. */
+function gatewayFor(client: ClientKind, mode: Topology): () => GatewayUnderTest {
+  let gw: GatewayUnderTest;
+  before(async () => {
+    const settings = structuredClone(WRITES_10_PER_10S);
+    settings.quotas.keyPrefix += `-${client}-${mode}`;
+    gw = await startGateway(client, mode, upstreams, settings);
+  });
+  after(async () => {
+    assert.equal(await gw.proc.stop(), 0, 'the gateway exits cleanly on SIGTERM');
+  });
+  return () => gw;
+}
+
+// What goes through the Valkey client: every client on both topologies. The HTTP proxy's
+// other behaviour is in http-proxy.test.ts (in process, through inject).
 for (const { client, mode } of matrix()) {
   describe(`gateway with ${client} on ${mode}`, { timeout: 120_000 }, () => {
-    let gw: GatewayUnderTest;
-    before(async () => {
-      // Each combination gets its own counters: a prefix of its own.
-      const settings = structuredClone(WRITES_10_PER_10S);
-      settings.quotas.keyPrefix += `-${client}-${mode}`;
-      gw = await startGateway(client, mode, upstreams, settings);
-    });
-    after(async () => {
-      assert.equal(await gw.proc.stop(), 0, 'the gateway exits cleanly on SIGTERM');
-    });
+    const gw = gatewayFor(client, mode);
 
     it('HTTP: 10 of 15 writes reach the relay, 5 get 429 with rate-limit headers', async () => {
       const from = freshClientAddress();
@@ -84,7 +92,7 @@ for (const { client, mode } of matrix()) {
       const results = [];
       for (let i = 0; i < 15; i++) {
         results.push(
-          await request(`${gw.url}/events`, {
+          await request(`${gw().url}/events`, {
             method: 'POST',
             body: JSON.stringify(a.event(i)),
             from,
@@ -105,103 +113,8 @@ for (const { client, mode } of matrix()) {
       assert.equal(await storedBy(a.pubkey), 10, 'rejected writes never reach a relay');
     });
 
-    it('HTTP: a client over its limit is turned away from memory, with no Valkey call', async () => {
-      const from = freshClientAddress();
-      const a = author();
-      for (let i = 0; i < 11; i++) {
-        await request(`${gw.url}/events`, {
-          method: 'POST',
-          body: JSON.stringify(a.event(i)),
-          from,
-        });
-      }
-      const calls = async () =>
-        (await request(`${gw.adminUrl}/metrics`)).body
-          .split('\n')
-          .filter((l) => l.startsWith('sluice_valkey_call_seconds_count'))
-          .reduce((sum, l) => sum + Number(l.split(' ').pop()), 0);
-      const before = await calls();
-      for (let i = 11; i < 16; i++) {
-        const res = await request(`${gw.url}/events`, {
-          method: 'POST',
-          body: JSON.stringify(a.event(i)),
-          from,
-        });
-        assert.equal(res.status, 429);
-        assert.ok(Number(res.headers['retry-after']) >= 1);
-      }
-      assert.equal(
-        await calls(),
-        before,
-        'rejections of a blocked client cost no Valkey round trip',
-      );
-    });
-
-    it('HTTP: reads are not charged, and two clients are independent', async () => {
-      const first = freshClientAddress();
-      const second = freshClientAddress();
-      const a = author();
-      for (let i = 0; i < 10; i++) {
-        await request(`${gw.url}/events`, {
-          method: 'POST',
-          body: JSON.stringify(a.event(i)),
-          from: first,
-        });
-      }
-      for (let i = 0; i < 5; i++) {
-        const read = await request(`${gw.url}/events?authors=${a.pubkey}`, { from: first });
-        assert.equal(read.status, 200);
-      }
-      const over = await request(`${gw.url}/events`, {
-        method: 'POST',
-        body: JSON.stringify(a.event(10)),
-        from: first,
-      });
-      assert.equal(over.status, 429);
-      const other = await request(`${gw.url}/events`, {
-        method: 'POST',
-        body: JSON.stringify(a.event(11)),
-        from: second,
-      });
-      assert.equal(other.status, 200);
-      assert.match(String(other.headers.ratelimit), /r=9;/);
-    });
-
-    it('HTTP: an API key maps to its tier and its own limit', async () => {
-      const from = freshClientAddress();
-      const a = author();
-      const statuses = [];
-      for (let i = 0; i < 22; i++) {
-        const res = await request(`${gw.url}/events`, {
-          method: 'POST',
-          body: JSON.stringify(a.event(i)),
-          headers: { 'x-api-key': 'premium-key-1' },
-          from,
-        });
-        statuses.push(res.status);
-      }
-      assert.equal(statuses.filter((s) => s === 200).length, 20);
-      assert.equal(statuses.filter((s) => s === 429).length, 2);
-    });
-
-    it('HTTP: a spoofed X-Forwarded-For from an untrusted peer does not change the identity', async () => {
-      const from = freshClientAddress();
-      const a = author();
-      const statuses = [];
-      for (let i = 0; i < 12; i++) {
-        const res = await request(`${gw.url}/events`, {
-          method: 'POST',
-          body: JSON.stringify(a.event(i)),
-          headers: { 'x-forwarded-for': `198.51.100.${i}` },
-          from,
-        });
-        statuses.push(res.status);
-      }
-      assert.deepEqual(statuses.slice(10), [429, 429]);
-    });
-
     it('Nostr: 10 of 15 EVENTs get OK true from the relay, 5 get rate-limited from the gateway', async () => {
-      const nostr = await NostrClient.connect(gw.url, freshClientAddress());
+      const nostr = await NostrClient.connect(gw().url, freshClientAddress());
       const a = author();
       const events = Array.from({ length: 15 }, (_, i) => a.event(i));
       for (const ev of events) nostr.send(['EVENT', ev]);
@@ -225,84 +138,6 @@ for (const { client, mode } of matrix()) {
       nostr.close();
     });
 
-    it('Nostr: malformed and oversized frames are answered; the connection and gateway survive', async () => {
-      const nostr = await NostrClient.connect(gw.url, freshClientAddress());
-      const a = author();
-      nostr.send('this is not json');
-      // Built once: a.event() stamps the current second, so a second call may differ.
-      const forged = { ...a.event(1), sig: '00'.repeat(64) };
-      nostr.send(['EVENT', forged]);
-      const big = finalizeEvent(
-        { kind: 1, created_at: 1, tags: [], content: 'x'.repeat(20_000) },
-        generateSecretKey(),
-      );
-      nostr.send(['EVENT', big]);
-      const good = a.event(2);
-      nostr.send(['EVENT', good]);
-      const findBad = () =>
-        nostr
-          .oks()
-          .find((m) => m[1] === forged.id || (m[2] === false && /signature/.test(String(m[3]))));
-      // Every frame answered (in whatever order the checks finish), then each answer checked.
-      await nostr.until(
-        (msgs) =>
-          msgs.some((m) => m[0] === 'NOTICE') &&
-          findBad() !== undefined &&
-          [big.id, good.id].every((id) => msgs.some((m) => m[0] === 'OK' && m[1] === id)),
-      );
-      assert.ok(nostr.received.some((m) => m[0] === 'NOTICE' && /^invalid: /.test(String(m[1]))));
-      assert.ok(findBad(), 'the bad signature is answered with OK false invalid:');
-      const oversized = nostr.oks().find((m) => m[1] === big.id);
-      assert.ok(
-        oversized && oversized[2] === false && /^invalid: .*exceeds/.test(String(oversized[3])),
-      );
-      assert.deepEqual(nostr.oks().find((m) => m[1] === good.id)?.[2], true);
-      nostr.close();
-    });
-
-    it('a multiplier of 0.5 from the admin endpoint halves the limit at once, and shows in headers', async () => {
-      const denied = await admin(
-        gw,
-        'POST',
-        '/admin/flow-control',
-        { nodes: { 'relay-a': { multiplier: 0.5 } } },
-        '',
-      );
-      assert.equal(denied.status, 401);
-      const set = await admin(gw, 'POST', '/admin/flow-control', {
-        nodes: { 'relay-a': { multiplier: 0.5 }, 'relay-b': { multiplier: 0.5 } },
-      });
-      assert.equal(set.status, 200, set.body);
-      try {
-        const from = freshClientAddress();
-        const a = author();
-        const results = [];
-        for (let i = 0; i < 8; i++) {
-          results.push(
-            await request(`${gw.url}/events`, {
-              method: 'POST',
-              body: JSON.stringify(a.event(i)),
-              from,
-            }),
-          );
-        }
-        assert.equal(results[0]!.headers['ratelimit-policy'], '"writes";q=5;w=10');
-        assert.equal(results.filter((r) => r.status === 200).length, 5);
-        const state = JSON.parse((await admin(gw, 'GET', '/admin/flow-control')).body) as {
-          nodes: Record<string, { multiplier: number; source: string }>;
-        };
-        assert.deepEqual(state.nodes['relay-a'], {
-          ...state.nodes['relay-a'],
-          multiplier: 0.5,
-          source: 'admin',
-        });
-      } finally {
-        await admin(gw, 'POST', '/admin/flow-control', {
-          nodes: { 'relay-a': { multiplier: 1 }, 'relay-b': { multiplier: 1 } },
-        });
-      }
-    });
-
     it('two gateway processes on one Valkey enforce one shared quota', async () => {
       const settings = structuredClone(WRITES_10_PER_10S);
       settings.quotas.keyPrefix += `-${client}-${mode}`;
@@ -312,7 +147,7 @@ for (const { client, mode } of matrix()) {
         const a = author();
         let admitted = 0;
         for (let i = 0; i < 20; i++) {
-          const target = i % 2 === 0 ? gw.url : second.url;
+          const target = i % 2 === 0 ? gw().url : second.url;
           const res = await request(`${target}/events`, {
             method: 'POST',
             body: JSON.stringify(a.event(i)),
@@ -328,3 +163,43 @@ for (const { client, mode } of matrix()) {
     });
   });
 }
+
+// Frame handling does not depend on the client: one gateway process, over a real socket.
+describe('gateway frames (iovalkey on standalone)', { timeout: 60_000 }, () => {
+  const gw = gatewayFor('iovalkey', 'standalone');
+
+  it('Nostr: malformed and oversized frames are answered; the connection and gateway survive', async () => {
+    const nostr = await NostrClient.connect(gw().url, freshClientAddress());
+    const a = author();
+    nostr.send('this is not json');
+    // Built once: a.event() stamps the current second, so a second call may differ.
+    const forged = { ...a.event(1), sig: '00'.repeat(64) };
+    nostr.send(['EVENT', forged]);
+    const big = finalizeEvent(
+      { kind: 1, created_at: 1, tags: [], content: 'x'.repeat(20_000) },
+      generateSecretKey(),
+    );
+    nostr.send(['EVENT', big]);
+    const good = a.event(2);
+    nostr.send(['EVENT', good]);
+    const findBad = () =>
+      nostr
+        .oks()
+        .find((m) => m[1] === forged.id || (m[2] === false && /signature/.test(String(m[3]))));
+    // Every frame answered (in whatever order the checks finish), then each answer checked.
+    await nostr.until(
+      (msgs) =>
+        msgs.some((m) => m[0] === 'NOTICE') &&
+        findBad() !== undefined &&
+        [big.id, good.id].every((id) => msgs.some((m) => m[0] === 'OK' && m[1] === id)),
+    );
+    assert.ok(nostr.received.some((m) => m[0] === 'NOTICE' && /^invalid: /.test(String(m[1]))));
+    assert.ok(findBad(), 'the bad signature is answered with OK false invalid:');
+    const oversized = nostr.oks().find((m) => m[1] === big.id);
+    assert.ok(
+      oversized && oversized[2] === false && /^invalid: .*exceeds/.test(String(oversized[3])),
+    );
+    assert.deepEqual(nostr.oks().find((m) => m[1] === good.id)?.[2], true);
+    nostr.close();
+  });
+});

@@ -1,6 +1,6 @@
 import type { Server } from 'node:http';
 import Fastify, { LogController } from 'fastify';
-import type { FastifyBaseLogger } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
 import type { GatewayConfig } from '../config/schema.js';
 import { MultiplierBoard } from '../pressure/follower/board.js';
@@ -47,16 +47,24 @@ export interface AdminResponse {
   body: string;
 }
 
+/** A gateway wired and ready but listening nowhere: its apps answer `inject()` in process. */
+export interface BuiltGateway {
+  /** The public app: the HTTP proxy (and, once listening, WebSocket upgrades on its server). */
+  app: FastifyInstance;
+  admin: FastifyInstance;
+  ctx: GatewayContext;
+  /** Stop health checks, the pressure follower and Valkey, and close both apps. */
+  close(): Promise<void>;
+}
+
 /**
- * Wire the gateway from a validated configuration and start both listeners; a cluster
- * worker (`adminListener: false`) starts the public one only.
+ * Wire the gateway from a validated configuration: Valkey, policy, board, pool, follower and
+ * both apps, listening nowhere yet.
  */
-export async function startGateway(
+export async function buildGateway(
   config: GatewayConfig,
   log: FastifyBaseLogger,
-  options: { adminListener?: boolean } = {},
-): Promise<RunningGateway> {
-  const adminListener = options.adminListener ?? true;
+): Promise<BuiltGateway> {
   const address = new ClientAddress(config.trustedProxies, {
     ipv6PrefixLength: config.identity.ipv6PrefixLength,
   });
@@ -116,16 +124,38 @@ export async function startGateway(
     ...listenerTimeouts(config.limits),
   });
   await registerHttpProxy(app, ctx);
-  const ws = attachWebSocketProxy(app.server, ctx);
   const admin = buildAdminApp(ctx);
+  return {
+    app,
+    admin,
+    ctx,
+    async close() {
+      pool.stop();
+      await Promise.allSettled([app.close(), admin.close(), pressure?.stop()]);
+      await store.close();
+    },
+  };
+}
 
+/**
+ * Build the gateway and start both listeners; a cluster worker (`adminListener: false`)
+ * starts the public one only.
+ */
+export async function startGateway(
+  config: GatewayConfig,
+  log: FastifyBaseLogger,
+  options: { adminListener?: boolean } = {},
+): Promise<RunningGateway> {
+  const adminListener = options.adminListener ?? true;
+  const built = await buildGateway(config, log);
+  const { app, admin, ctx } = built;
+  const ws = attachWebSocketProxy(app.server, ctx);
   try {
     await app.listen({ host: config.listen.host, port: config.listen.port });
     if (adminListener) await admin.listen({ host: config.admin.host, port: config.admin.port });
     else await admin.ready();
   } catch (err) {
-    pool.stop();
-    await Promise.allSettled([app.close(), admin.close(), pressure?.stop(), store.close()]);
+    await built.close();
     throw err;
   }
 
@@ -134,7 +164,7 @@ export async function startGateway(
   return {
     url,
     adminUrl,
-    metricsRegistry: metrics.registry,
+    metricsRegistry: ctx.metrics.registry,
     async injectAdmin(request) {
       const res = await admin.inject({
         method: request.method as 'GET',
@@ -149,7 +179,7 @@ export async function startGateway(
       return { status: res.statusCode, headers, body: res.body };
     },
     internalError(where, err) {
-      metrics.internalErrors.inc({ where });
+      ctx.metrics.internalErrors.inc({ where });
       log.error({ err, where }, 'internal error caught by the last-resort handler');
     },
     reload(next) {
@@ -158,14 +188,12 @@ export async function startGateway(
         quotas: next.quotas,
         identity: { ...next.identity, keySalt: ctx.config.identity.keySalt },
       };
-      policy.reload(next.quotas);
-      decider.reload(next.quotas);
+      ctx.policy.reload(next.quotas);
+      ctx.decider.reload(next.quotas);
     },
     async close() {
-      pool.stop();
       ws.closeAll('gateway shutting down');
-      await Promise.allSettled([app.close(), admin.close(), pressure?.stop()]);
-      await store.close();
+      await built.close();
     },
   };
 }
