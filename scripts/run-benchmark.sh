@@ -11,15 +11,13 @@ usage: [VAR=value ...] ./scripts/run-benchmark.sh
 
   DURATION           seconds measured (default 30)
   CONNECTIONS        concurrent connections (default 10)
-  REQUEST_TYPE       light | heavy | flood | nostr | nostr-sender-only (no verification, the
-                     sender charged only) | nostr-relay-verified (authors charged on the
-                     relay's OK) | adaptive-none | adaptive-pid | adaptive-lead
-                     (default light)
-  RATE_LIMITER_TYPE  valkey-glide | iovalkey | ioredis | quotas-off | fastify-rate-limit,
-                     optionally with :cluster (default valkey-glide); or relay-alone (nostr:
-                     the load straight to the relay, no gateway)
-  RELAY_IMPL         reference | nostr-rs-relay (nostr only; built from crates.io on first use
-                     and cached, see README) (default reference)
+  REQUEST_TYPE       a workload (below), or nostr-sender-only (the sender charged only, no
+                     verification) or nostr-relay-verified (authors charged on the relay's
+                     OK) (default light)
+  RATE_LIMITER_TYPE  an implementation (below), optionally with :cluster (default
+                     valkey-glide); relay-alone is the load straight to the relay (nostr)
+  RELAY_IMPL         a relay (below); nostr-rs-relay is nostr only, built from crates.io on
+                     first use and cached, see README (default reference)
   RATE               HTTP: offer N requests/s (open loop, latency from intended send times)
                      instead of the closed loop (default: closed)
   OUTPUT_FILE        result file (default results/<timestamp>/<standard name>.json)
@@ -42,7 +40,13 @@ usage: [VAR=value ...] ./scripts/run-benchmark.sh
                      (else one is started for this run; not with RELAY_IMPL=nostr-rs-relay)
   RESULTS_DIR        where the result goes when OUTPUT_FILE is not set
   SLUICE_SKIP_SETUP  1: do not install or build (run-all.sh has done it)
+
+The names, as the run file's schema lists them (docs/run-file.schema.json):
 USAGE
+  node -e 'const p = require(process.argv[1]).properties.config.properties;
+    for (const [key, label] of [["workload", "workloads"], ["implementation", "implementations"],
+      ["relayImpl", "relays"]]) console.log(`  ${label}: ${p[key].enum.join(" | ")}`);' \
+    "$ROOT/docs/run-file.schema.json"
 }
 case "${1:-}" in
   -h | --help) usage; exit 0 ;;
@@ -101,17 +105,18 @@ fi
 
 # nostr-sender-only: the Nostr workload with the sender charged only (no verification);
 # nostr-relay-verified: authors charged when the relay accepts (nostr.verify relay).
-workload="$REQUEST_TYPE"
-[[ "$REQUEST_TYPE" == nostr-* ]] && workload=nostr
-args=(bench run --implementation "$RATE_LIMITER_TYPE" --workload "$workload"
+workload="$REQUEST_TYPE" identity=()
+case "$REQUEST_TYPE" in
+  nostr-sender-only) workload=nostr identity=(--nostr-identity ip) ;;
+  nostr-relay-verified) workload=nostr identity=(--nostr-identity relay-verified) ;;
+esac
+args=(bench run "${identity[@]}" --implementation "$RATE_LIMITER_TYPE" --workload "$workload"
   --connections "$CONNECTIONS" --duration "$DURATION" --warmup "${WARMUP:-3}"
   --run "${RUN:-1}" --runs "${RUNS:-1}" --keys "${KEYS:-10000}"
   --distribution "${DISTRIBUTION:-uniform}" --zipf-exponent "${ZIPF_EXPONENT:-1.1}"
   --flood-share "${FLOOD_SHARE:-0.9}" --quota-window-sec "${QUOTA_WINDOW_SEC:-1}"
   --seed "${SEED:-1}" --valkey "$valkey" --relay-impl "$RELAY_IMPL")
 # Unset: the workload's default (100; nostr: 1000000).
-[ "$REQUEST_TYPE" = nostr-sender-only ] && args+=(--nostr-identity ip)
-[ "$REQUEST_TYPE" = nostr-relay-verified ] && args+=(--nostr-identity relay-verified)
 # Open loop: a fixed offered rate, latency from each request's intended send time.
 [ -z "${RATE:-}" ] || args+=(--rate "$RATE")
 [ -z "${QUOTA_POINTS:-}" ] || args+=(--quota-points "$QUOTA_POINTS")
