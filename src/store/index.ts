@@ -4,6 +4,8 @@ import type { KeyValue } from './kv.js';
 import type { EffectiveSettings } from './connect.js';
 import { StoreError, describeError } from './errors.js';
 import { buildLimiter } from './limiter.js';
+import { leaseStore } from './lease.js';
+import type { LeaseStore } from './lease.js';
 import type { LimiterOptions, QuotaLimiter } from './limiter.js';
 import { parseStoreOptions } from './options.js';
 import type { ClientKind, StoreOptionsInput, Topology } from './options.js';
@@ -16,6 +18,7 @@ export { CLIENT_KINDS, TOPOLOGIES, parseNodeAddress, parseStoreOptions } from '.
 export type { ClientKind, NodeAddress, StoreOptionsInput, Topology } from './options.js';
 export type { EffectiveSettings, RawClient } from './connect.js';
 export type { KeyValue } from './kv.js';
+export type { Lease, LeaseStore } from './lease.js';
 
 /** A connected Valkey client of the configured kind and the limiters that match it. */
 export interface Store {
@@ -27,6 +30,8 @@ export interface Store {
   limiter(opts: LimiterOptions): QuotaLimiter;
   /** Plain SET with a lease, GET and PUBLISH. */
   readonly kv: KeyValue;
+  /** Quota leases on a limiter's counter key: several points in one atomic step. */
+  readonly leases: LeaseStore;
   /**
    * Listen on a channel, on a connection of its own (a subscribed connection serves no other
    * command). The clients resubscribe by themselves after a reconnect; callers should still
@@ -52,6 +57,7 @@ export async function createStore(input: StoreOptionsInput): Promise<Store> {
     settings: Object.freeze({ ...settings }),
     limiter: (limiterOpts) => buildLimiter(raw, limiterOpts),
     kv: keyValue(raw),
+    leases: leaseStore(raw),
     async subscribe(channel, onMessage) {
       const listener = await connectClient(opts, { channel, onMessage });
       return { close: () => closeClient(listener.raw) };

@@ -1,0 +1,122 @@
+import { Script } from '@valkey/valkey-glide';
+import type { RawClient } from './connect.js';
+import { StoreError, describeError } from './errors.js';
+
+/**
+ * Quota leases, on the very counter key rate-limiter-flexible uses for the same quota (an
+ * integer with the window as its expiry), so leased points and exactly consumed points are
+ * one count. Both scripts touch one key: one round trip, atomic, on either topology.
+ */
+
+/** Take up to ARGV[1] points, never past the limit ARGV[2]; a new window lasts ARGV[3] ms. */
+const TAKE = `
+local used = tonumber(redis.call('GET', KEYS[1]) or '0')
+local grant = math.min(tonumber(ARGV[1]), tonumber(ARGV[2]) - used)
+if grant <= 0 then
+  return {0, used, redis.call('PTTL', KEYS[1])}
+end
+if used == 0 and redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('SET', KEYS[1], grant, 'PX', ARGV[3])
+else
+  redis.call('INCRBY', KEYS[1], grant)
+end
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl < 0 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+  ttl = tonumber(ARGV[3])
+end
+return {grant, used + grant, ttl}
+`;
+
+/**
+ * Give back up to ARGV[1] points, only to the window that granted them: one that still has
+ * more than ARGV[2] ms and at most ARGV[3] ms to live (a later window would live longer).
+ */
+const GIVE_BACK = `
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl <= tonumber(ARGV[2]) or ttl > tonumber(ARGV[3]) then return 0 end
+local n = math.min(tonumber(ARGV[1]), tonumber(redis.call('GET', KEYS[1]) or '0'))
+if n > 0 then redis.call('DECRBY', KEYS[1], n) end
+return n
+`;
+
+/** What one take returned. */
+export interface Lease {
+  /** Points granted to this caller: 0 when the limit leaves none. */
+  granted: number;
+  /** The counter after the grant: every point consumed or leased in this window. */
+  consumed: number;
+  /** Milliseconds the window has left (0 when the key does not exist). */
+  msLeft: number;
+}
+
+export interface LeaseStore {
+  take(key: string, want: number, limit: number, windowMs: number): Promise<Lease>;
+  /**
+   * Hand `points` back to the window that will end `msLeft` from now (as the caller reckons
+   * it; `slackMs` covers the round trip). Nothing is given back to a window that ends within
+   * `slackMs` or to any later one, so a point never returns to a window that did not lease it.
+   */
+  giveBack(key: string, points: number, msLeft: number, slackMs: number): Promise<number>;
+}
+
+type Call = (script: 'take' | 'giveBack', key: string, args: number[]) => Promise<unknown>;
+
+interface IoScripts {
+  defineCommand(name: string, def: { numberOfKeys: number; lua: string }): void;
+  sluiceLeaseTake(key: string, ...args: string[]): Promise<unknown>;
+  sluiceLeaseGiveBack(key: string, ...args: string[]): Promise<unknown>;
+}
+
+function caller(raw: RawClient): Call {
+  if (raw.kind === 'valkey-glide') {
+    const scripts = { take: new Script(TAKE), giveBack: new Script(GIVE_BACK) };
+    return (script, key, args) =>
+      raw.client.invokeScript(scripts[script], { keys: [key], args: args.map(String) });
+  }
+  // EVALSHA, with EVAL when the script is not cached (after a restart or a failover).
+  const c = raw.client as unknown as IoScripts;
+  c.defineCommand('sluiceLeaseTake', { numberOfKeys: 1, lua: TAKE });
+  c.defineCommand('sluiceLeaseGiveBack', { numberOfKeys: 1, lua: GIVE_BACK });
+  return (script, key, args) =>
+    script === 'take'
+      ? c.sluiceLeaseTake(key, ...args.map(String))
+      : c.sluiceLeaseGiveBack(key, ...args.map(String));
+}
+
+export function leaseStore(raw: RawClient): LeaseStore {
+  const call = caller(raw);
+  const run = async (what: string, script: 'take' | 'giveBack', key: string, args: number[]) => {
+    try {
+      return await call(script, key, args);
+    } catch (err) {
+      throw new StoreError(`lease ${what} failed: ${describeError(err)}`, { cause: err });
+    }
+  };
+  return {
+    async take(key, want, limit, windowMs) {
+      for (const [name, n] of [
+        ['want', want],
+        ['limit', limit],
+        ['windowMs', windowMs],
+      ] as const) {
+        if (!Number.isInteger(n) || n < 0) throw new RangeError(`${name} must be an integer >= 0`);
+      }
+      const [granted, consumed, ttl] = (await run('take', 'take', key, [
+        want,
+        limit,
+        windowMs,
+      ])) as [number, number, number];
+      return {
+        granted: Number(granted),
+        consumed: Number(consumed),
+        msLeft: Math.max(0, Number(ttl)),
+      };
+    },
+    async giveBack(key, points, msLeft, slackMs) {
+      if (points <= 0 || msLeft <= slackMs) return 0;
+      const args = [Math.floor(points), Math.ceil(slackMs), Math.ceil(msLeft + slackMs)];
+      return Number(await run('give-back', 'giveBack', key, args));
+    },
+  };
+}
