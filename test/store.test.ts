@@ -14,6 +14,7 @@ import {
   matrix,
   nodesFor,
   storeOptions,
+  suiteStore,
   uniquePrefix,
   unusedPort,
 } from './helpers/env.js';
@@ -47,16 +48,14 @@ async function countKeys(port: number, prefix: string): Promise<number> {
 
 for (const { client, mode } of matrix()) {
   describe(`store: ${client} on ${mode}`, BOUND, () => {
-    let store: Store;
-    before(async () => {
-      store = await createStore(storeOptions(client, mode));
-    });
-    after(async () => {
-      await store.close();
-    });
+    const store = suiteStore(client, mode);
 
     it('admits exactly N of N+5 concurrent consumes for one key and rejects the rest', async () => {
-      const limiter = store.limiter({ keyPrefix: uniquePrefix('exact'), points: 10, duration: 30 });
+      const limiter = store().limiter({
+        keyPrefix: uniquePrefix('exact'),
+        points: 10,
+        duration: 30,
+      });
       const key = clientKey('client-a');
       const decisions = await Promise.all(Array.from({ length: 15 }, () => limiter.consume(key)));
       const allowed = decisions.filter((d) => d.allowed);
@@ -76,7 +75,7 @@ for (const { client, mode } of matrix()) {
     });
 
     it('keeps separate counters for separate clients', async () => {
-      const limiter = store.limiter({
+      const limiter = store().limiter({
         keyPrefix: uniquePrefix('separate'),
         points: 2,
         duration: 30,
@@ -90,12 +89,12 @@ for (const { client, mode } of matrix()) {
     });
 
     it('reports the client settings in force', () => {
-      assert.equal(store.settings.client, client);
-      assert.equal(store.settings.mode, mode);
+      assert.equal(store().settings.client, client);
+      assert.equal(store().settings.mode, mode);
       const timeout =
         client === 'valkey-glide'
-          ? store.settings.requestTimeoutMs
-          : store.settings.commandTimeoutMs;
+          ? store().settings.requestTimeoutMs
+          : store().settings.commandTimeoutMs;
       assert.equal(timeout, 1000);
     });
   });

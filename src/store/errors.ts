@@ -22,3 +22,12 @@ export function describeError(err: unknown): string {
   if (err instanceof Error) return err.message || err.name;
   return String(err);
 }
+
+/** Run one store call; any failure becomes a StoreError that names `what`. */
+export async function storeCall<T>(what: string, call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (err) {
+    throw new StoreError(`${what} failed: ${describeError(err)}`, { cause: err });
+  }
+}

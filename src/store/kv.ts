@@ -1,6 +1,6 @@
 import { TimeUnit } from '@valkey/valkey-glide';
 import type { RawClient } from './connect.js';
-import { StoreError, describeError } from './errors.js';
+import { storeCall as wrap } from './errors.js';
 
 /** The few plain commands the pressure feed and board need, the same for every client. */
 export interface KeyValue {
@@ -21,14 +21,6 @@ interface IoKv {
   del(key: string): Promise<number>;
   get(key: string): Promise<string | null>;
   publish(channel: string, message: string): Promise<number>;
-}
-
-async function wrap<T>(what: string, call: () => Promise<T>): Promise<T> {
-  try {
-    return await call();
-  } catch (err) {
-    throw new StoreError(`${what} failed: ${describeError(err)}`, { cause: err });
-  }
 }
 
 export function keyValue(raw: RawClient): KeyValue {

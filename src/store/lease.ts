@@ -1,6 +1,6 @@
-import { Script } from '@valkey/valkey-glide';
+import { Script as GlideScript } from '@valkey/valkey-glide';
 import type { RawClient } from './connect.js';
-import { StoreError, describeError } from './errors.js';
+import { storeCall } from './errors.js';
 
 /**
  * Quota leases, on the very counter key rate-limiter-flexible uses for the same quota (an
@@ -60,7 +60,8 @@ export interface LeaseStore {
   giveBack(key: string, points: number, msLeft: number, slackMs: number): Promise<number>;
 }
 
-type Call = (script: 'take' | 'giveBack', key: string, args: number[]) => Promise<unknown>;
+type Script = 'take' | 'giveBack';
+type Call = (script: Script, key: string, args: number[]) => Promise<unknown>;
 
 interface IoScripts {
   defineCommand(name: string, def: { numberOfKeys: number; lua: string }): void;
@@ -70,7 +71,7 @@ interface IoScripts {
 
 function caller(raw: RawClient): Call {
   if (raw.kind === 'valkey-glide') {
-    const scripts = { take: new Script(TAKE), giveBack: new Script(GIVE_BACK) };
+    const scripts = { take: new GlideScript(TAKE), giveBack: new GlideScript(GIVE_BACK) };
     return (script, key, args) =>
       raw.client.invokeScript(scripts[script], { keys: [key], args: args.map(String) });
   }
@@ -84,15 +85,11 @@ function caller(raw: RawClient): Call {
       : c.sluiceLeaseGiveBack(key, ...args.map(String));
 }
 
+/** Scripts are registered on first use: a gateway without leases never loads them. */
 export function leaseStore(raw: RawClient): LeaseStore {
-  const call = caller(raw);
-  const run = async (what: string, script: 'take' | 'giveBack', key: string, args: number[]) => {
-    try {
-      return await call(script, key, args);
-    } catch (err) {
-      throw new StoreError(`lease ${what} failed: ${describeError(err)}`, { cause: err });
-    }
-  };
+  let cached: Call | undefined;
+  const call = (script: Script, key: string, args: number[]) =>
+    storeCall(`lease ${script}`, () => (cached ??= caller(raw))(script, key, args));
   return {
     async take(key, want, limit, windowMs) {
       for (const [name, n] of [
@@ -102,21 +99,14 @@ export function leaseStore(raw: RawClient): LeaseStore {
       ] as const) {
         if (!Number.isInteger(n) || n < 0) throw new RangeError(`${name} must be an integer >= 0`);
       }
-      const [granted, consumed, ttl] = (await run('take', 'take', key, [
-        want,
-        limit,
-        windowMs,
-      ])) as [number, number, number];
-      return {
-        granted: Number(granted),
-        consumed: Number(consumed),
-        msLeft: Math.max(0, Number(ttl)),
-      };
+      const reply = (await call('take', key, [want, limit, windowMs])) as number[];
+      const [granted, consumed, ttl] = reply.map(Number) as [number, number, number];
+      return { granted, consumed, msLeft: Math.max(0, ttl) };
     },
     async giveBack(key, points, msLeft, slackMs) {
       if (points <= 0 || msLeft <= slackMs) return 0;
       const args = [Math.floor(points), Math.ceil(slackMs), Math.ceil(msLeft + slackMs)];
-      return Number(await run('give-back', 'giveBack', key, args));
+      return Number(await call('giveBack', key, args));
     },
   };
 }

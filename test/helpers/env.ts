@@ -1,9 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { CLIENT_KINDS, parseNodeAddress } from '../../src/store/index.js';
+import { after, before } from 'node:test';
+import { CLIENT_KINDS, createStore, parseNodeAddress } from '../../src/store/index.js';
 import { freeLoopbackPort } from '../../src/harness/ports.js';
 import type {
   ClientKind,
   NodeAddress,
+  Store,
   StoreOptionsInput,
   Topology,
 } from '../../src/store/index.js';
@@ -43,6 +45,21 @@ export function storeOptions(client: ClientKind, mode: Topology): StoreOptionsIn
     nodes: nodesFor(mode),
     timeouts: { connectMs: 3000, commandMs: 1000 },
     clientName: `sluice-test-${client}`,
+  };
+}
+
+/** A store of `client` on `mode` for the enclosing suite: connected before it, closed after. */
+export function suiteStore(client: ClientKind, mode: Topology): () => Store {
+  let store: Store | undefined;
+  before(async () => {
+    store = await createStore(storeOptions(client, mode));
+  });
+  after(async () => {
+    await store?.close();
+  });
+  return () => {
+    if (!store) throw new Error('the suite store is not connected yet');
+    return store;
   };
 }
 

@@ -84,8 +84,11 @@ const LoadSchema = z.union([
   }),
 ]);
 
+/** The run file's format name, in every file's `schema` field. */
+export const RESULT_SCHEMA = 'sluice-bench-run/1' as const;
+
 export const RunFileSchema = z.strictObject({
-  schema: z.literal('sluice-bench-run/1'),
+  schema: z.literal(RESULT_SCHEMA),
   status: z.enum(['ok', 'failed']),
   failureReasons: z.array(z.string()),
   config: RunConfigSchema,

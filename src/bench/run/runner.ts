@@ -24,13 +24,12 @@ import { commandCalls, commandDelta, discoverNodes, watchedValkey } from './valk
 import type { ValkeyNode } from './valkey-stats.js';
 import { GRACE_MS, runNostrLoad } from '../ws-load.js';
 import { environment } from './environment.js';
-import { ratesOf } from './result-schema.js';
+import { RESULT_SCHEMA, ratesOf } from './result-schema.js';
 import type { RunFile } from './result-schema.js';
 import { signFreshEvents } from './fresh-events.js';
 import type { FreshEvents } from './fresh-events.js';
 import { startNostrRsRelay } from './third-party-relay.js';
 
-export const RESULT_SCHEMA = 'sluice-bench-run/1';
 const POOL_SIZE = 500;
 
 export interface RunTargets {
@@ -282,7 +281,7 @@ async function relayForRun(
 /** What every result file of a run starts with: its settings, start time and environment. */
 export async function resultBase(cfg: RunConfig, targets: RunTargets) {
   return {
-    schema: RESULT_SCHEMA as typeof RESULT_SCHEMA,
+    schema: RESULT_SCHEMA,
     config: cfg,
     startedAt: new Date().toISOString(),
     ...(await environment(targets.valkey)),
