@@ -1,8 +1,13 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import {
+  LEASE_GROWTH,
+  MAX_LEASE,
   effectivePoints,
   insuredPoints,
+  leaseDivisor,
+  nextLeaseSize,
+  underAdmissionBound,
   quantiseMultiplier,
   secondsUntil,
 } from '../src/quota/limits.js';
@@ -55,6 +60,23 @@ const limited: QuotaDecision = {
   multiplier: 0.5,
   fromMemory: false,
 };
+
+describe('lease sizes', { timeout: 30_000 }, () => {
+  it('grows a lease granted whole, up to the cap, and shrinks one that was clipped', () => {
+    assert.equal(nextLeaseSize(1, 1), LEASE_GROWTH);
+    assert.equal(nextLeaseSize(LEASE_GROWTH, LEASE_GROWTH), Math.min(MAX_LEASE, LEASE_GROWTH ** 2));
+    assert.equal(nextLeaseSize(MAX_LEASE, MAX_LEASE), MAX_LEASE);
+    assert.equal(nextLeaseSize(64, 5), 5, 'clipped near the limit: ask for what was granted');
+    assert.equal(nextLeaseSize(8, 0), 1, 'refused: start again from one point');
+  });
+
+  it('bounds what leases can strand per window by holders, the cap and the limit', () => {
+    assert.equal(leaseDivisor(3), 6);
+    assert.equal(underAdmissionBound(40, 3), 3 * 6, 'three holders, each at most 40 / 6');
+    assert.equal(underAdmissionBound(100_000, 2), 2 * MAX_LEASE);
+    assert.equal(underAdmissionBound(1, 4), 1, 'never more than the limit itself');
+  });
+});
 
 describe('rate-limit responses', { timeout: 30_000 }, () => {
   it('emits the structured-field headers of the IETF draft, with Retry-After on rejection', () => {

@@ -71,6 +71,19 @@ for (const { client, mode } of matrix()) {
       assert.equal((await store().leases.take(key, 0, 10, 30_000)).consumed, 4);
     });
 
+    it('a take beyond its need gets at most what is left / divisor, and nothing below its need', async () => {
+      const key = `${uniquePrefix('lease-share')}:${clientKey('10.0.0.5')}`;
+      const share = await store().leases.take(key, 64, 40, 30_000, { need: 1, divisor: 4 });
+      assert.equal(share.granted, 10, '40 left / 4');
+      const big = await store().leases.take(key, 20, 40, 30_000, { need: 20, divisor: 4 });
+      assert.equal(big.granted, 20, 'the need is granted whole while it fits');
+      const short = await store().leases.take(key, 12, 40, 30_000, { need: 12, divisor: 4 });
+      assert.equal(short.granted, 0, '10 left: fewer than needed, so nothing is taken');
+      assert.equal(short.consumed, 30);
+      const last = await store().leases.take(key, 64, 40, 30_000, { need: 1, divisor: 4 });
+      assert.equal(last.granted, 2, 'floor(10 / 4)');
+    });
+
     it('refuses a want, limit or window that is not a whole number', async () => {
       await assert.rejects(store().leases.take('k', 1.5, 10, 1000), RangeError);
       await assert.rejects(store().leases.take('k', 1, -1, 1000), RangeError);

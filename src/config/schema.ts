@@ -174,6 +174,18 @@ export const GatewayConfigSchema = z
         retryStoreAfterMs: positiveInt.default(1000),
         /** Multipliers are quantised down to this step: one limiter per step. */
         multiplierStep: z.number().positive().max(1).default(0.05),
+        /**
+         * Quota leases: a gateway takes several points of a key's quota in one atomic round
+         * trip (never past the effective limit) and spends them locally. Never over-admits;
+         * points leased here and unspent are the cost (see README, "Quota leases").
+         */
+        lease: z
+          .object({
+            enabled: z.boolean().default(false),
+            /** A key unused this long hands its unspent points back. */
+            idleMs: positiveInt.default(5000),
+          })
+          .prefault({}),
       })
       .prefault({}),
     /** Adaptive multipliers from the pressure feeds (off: every node stays at 1.0). */

@@ -15,6 +15,8 @@ const COUNTER_HELP = {
     'Clients not reading what is written to them: paused (reading from them stopped) or closed (1008, past the buffered bound)',
   sluice_internal_errors_total:
     'Unexpected errors caught by a last-resort handler, by where they were caught',
+  sluice_lease_points_total:
+    'Quota points of leases (quotas.lease), by event: leased from Valkey, spent on admitted writes, returned to Valkey, expired unspent with their window',
 } as const;
 type CounterName = keyof typeof COUNTER_HELP;
 /** Each counter's labels. */
@@ -25,6 +27,7 @@ const COUNTER_LABELS: Record<CounterName, readonly string[]> = {
   sluice_websocket_upgrades_refused_total: ['reason'],
   sluice_slow_clients_total: ['action'],
   sluice_internal_errors_total: ['where'],
+  sluice_lease_points_total: ['event'],
 };
 
 /** The gateway's Prometheus metrics, on a registry of its own. */
@@ -51,6 +54,7 @@ export class GatewayMetrics {
   readonly slowClients = this.counter('sluice_slow_clients_total');
   /** Anything thrown that no handler expected; a test asserts it stays 0. */
   readonly internalErrors = this.counter('sluice_internal_errors_total');
+  readonly leasePoints = this.counter('sluice_lease_points_total');
 
   /** Sampled at scrape time from what countTrackedClients() was given. */
   private trackedClientsSource: () => Record<string, number> = () => ({});

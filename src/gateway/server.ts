@@ -5,6 +5,7 @@ import type { Registry } from 'prom-client';
 import type { GatewayConfig } from '../config/schema.js';
 import { MultiplierBoard } from '../pressure/follower/board.js';
 import { QuotaDecider } from '../quota/decider.js';
+import { workerCount } from './cluster-messages.js';
 import { Policy } from '../quota/policy.js';
 import { createStore, parseNodeAddress } from '../store/index.js';
 import { Admission } from './admission.js';
@@ -92,6 +93,9 @@ export async function buildGateway(
   const decider = new QuotaDecider(store, policy, board, config.quotas, {
     observer: { storeCall: (seconds, ok) => (ok ? callOk : callFailed).observe(seconds) },
     maxTrackedClients: config.limits.maxTrackedClients,
+    leaseHolders: config.quotas.gateways * workerCount(config.workers),
+    onLeasePoints: (event, points) => metrics.leasePoints.inc({ event }, points),
+    onLeaseReturnFailed: (err) => log.warn({ err }, 'quota lease hand-back failed'),
   });
   const ctx: GatewayContext = {
     config,
@@ -132,6 +136,8 @@ export async function buildGateway(
     async close() {
       pool.stop();
       await Promise.allSettled([app.close(), admin.close(), pressure?.stop()]);
+      // Unspent leased points go back before the connection closes.
+      await decider.close();
       await store.close();
     },
   };

@@ -3,8 +3,10 @@ import type { GatewayConfig, Limit } from '../config/schema.js';
 import type { MultiplierBoard } from '../pressure/follower/board.js';
 import { InMemoryBlocks } from '../store/blocks.js';
 import { StoreError } from '../store/index.js';
-import type { ClientKey, QuotaLimiter, Store } from '../store/index.js';
+import type { ClientKey, Decision, QuotaLimiter, Store } from '../store/index.js';
 import { WindowCounters } from '../util/window-counters.js';
+import { LeaseBook } from './leases.js';
+import type { LeaseEvent, LeaseSnapshot } from './leases.js';
 import { effectivePoints, insuredPoints, quantiseMultiplier, secondsUntil } from './limits.js';
 import type { Identity, Policy } from './policy.js';
 
@@ -46,6 +48,11 @@ export interface DecisionObserver {
 }
 
 type QuotaSettings = GatewayConfig['quotas'];
+/** What the store side answered for one write, by the limiter or through a lease. */
+type StoreVerdict = Pick<
+  Decision,
+  'allowed' | 'remaining' | 'msBeforeNext' | 'fromMemory' | 'roundTrip'
+>;
 type DecisionShape = Pick<QuotaDecision, 'policy' | 'limit' | 'windowSec' | 'multiplier'>;
 
 /** The policy names RateLimit headers show, per class. */
@@ -59,6 +66,12 @@ export interface DeciderOptions {
    * and in the insurance counters alike; the least recently seen are forgotten past it.
    */
   maxTrackedClients?: number;
+  /** Gateway processes sharing the quota, for leases (gateways x workers; default gateways). */
+  leaseHolders?: number;
+  /** Leased points by what happened to them (metrics). */
+  onLeasePoints?: (event: LeaseEvent, points: number) => void;
+  /** A lease hand-back that failed (its points lapse with their window). */
+  onLeaseReturnFailed?: (err: unknown) => void;
 }
 
 /**
@@ -79,23 +92,55 @@ export class QuotaDecider {
   private readonly now: () => number;
   private readonly maxTrackedClients: number;
   private storeDownUntil = 0;
+  /** Present while quotas.lease.enabled. */
+  private leases: LeaseBook | undefined;
 
   constructor(
     private readonly store: Store,
     private readonly policy: Policy,
     private readonly board: MultiplierBoard,
     private settings: QuotaSettings,
-    options: DeciderOptions = {},
+    private readonly options: DeciderOptions = {},
   ) {
     this.observer = options.observer ?? { storeCall: () => undefined };
     this.now = options.now ?? Date.now;
     this.maxTrackedClients = options.maxTrackedClients ?? DEFAULT_MAX_TRACKED_CLIENTS;
+    this.syncLeases();
+  }
+
+  /** Start or stop the lease book to match the settings; stopping hands every point back. */
+  private syncLeases(): void {
+    const { lease } = this.settings;
+    if (!lease.enabled) {
+      void this.leases?.close();
+      this.leases = undefined;
+      return;
+    }
+    if (this.leases) return;
+    this.leases = new LeaseBook(this.store.leases, {
+      holders: this.options.leaseHolders ?? this.settings.gateways,
+      idleMs: lease.idleMs,
+      maxKeys: this.maxTrackedClients,
+      now: this.now,
+      ...(this.options.onLeasePoints ? { onPoints: this.options.onLeasePoints } : {}),
+      ...(this.options.onLeaseReturnFailed
+        ? { onReturnFailed: this.options.onLeaseReturnFailed }
+        : {}),
+    });
+  }
+
+  /** Hand back every leased point (at shutdown). */
+  async close(): Promise<void> {
+    const leases = this.leases;
+    this.leases = undefined;
+    await leases?.close();
   }
 
   /** Apply reloaded settings; limiters for old limits are dropped. */
   reload(settings: QuotaSettings): void {
     this.settings = settings;
     this.limiters.clear();
+    this.syncLeases();
     // Insurance counters and blocks are kept: a reload must not hand every client a fresh
     // share. Those of prefixes no longer in use (another keyPrefix) are dropped.
     for (const map of [this.blocks, this.insurance]) {
@@ -134,11 +179,16 @@ export class QuotaDecider {
     };
 
     if (this.now() >= this.storeDownUntil) {
-      const limiter = this.limiterFor(req.cls, req.identity.tier, base, points);
       const started = performance.now();
       try {
-        const d = await limiter.consume(key, req.cost);
-        if (!d.fromMemory) this.observer.storeCall((performance.now() - started) / 1000, true);
+        const d =
+          this.leases && req.cost > 0
+            ? await this.consumeLeased(this.leases, req, base, points)
+            : await this.limiterFor(req.cls, req.identity.tier, base, points).consume(
+                key,
+                req.cost,
+              );
+        if (d.roundTrip) this.observer.storeCall((performance.now() - started) / 1000, true);
         return {
           outcome: d.allowed ? 'allowed' : 'limited',
           admitted: d.allowed,
@@ -158,6 +208,40 @@ export class QuotaDecider {
       }
     }
     return this.decideWithoutStore(req, key, base, points, shape);
+  }
+
+  /**
+   * A write through this gateway's leases: the in-memory block first, then a point held here,
+   * then a take from Valkey (the only round trip). Throws StoreError when Valkey fails.
+   */
+  private async consumeLeased(
+    leases: LeaseBook,
+    req: QuotaRequest,
+    base: Limit,
+    points: number,
+  ): Promise<StoreVerdict> {
+    const prefix = this.prefix(req.cls, req.identity.tier, base.windowSec);
+    const key = req.identity.key;
+    const blocks = this.settings.inMemoryBlock && points > 0 ? this.blocksFor(prefix) : undefined;
+    const msBlocked = blocks ? blocks.msBlocked(key, points) : 0;
+    if (msBlocked > 0) {
+      return {
+        allowed: false,
+        remaining: 0,
+        msBeforeNext: msBlocked,
+        fromMemory: true,
+        roundTrip: false,
+      };
+    }
+    const v = await leases.consume(`${prefix}:${key}`, req.cost, points, base.windowSec * 1000);
+    if (!v.allowed && blocks && v.consumed >= points) blocks.block(key, v.consumed, v.msBeforeNext);
+    return {
+      allowed: v.allowed,
+      remaining: v.remaining,
+      msBeforeNext: v.msBeforeNext,
+      fromMemory: false,
+      roundTrip: v.tookLease,
+    };
   }
 
   /**
@@ -263,12 +347,16 @@ export class QuotaDecider {
   }
 
   /** Clients held in memory now, by structure: each is bounded by maxTrackedClients per prefix. */
-  trackedClients(): { 'in-memory-blocks': number; insurance: number } {
+  trackedClients(): { 'in-memory-blocks': number; insurance: number; leases?: number } {
     let blocked = 0;
     let insured = 0;
     for (const b of this.blocks.values()) blocked += b.size;
     for (const c of this.insurance.values()) insured += c.size;
-    return { 'in-memory-blocks': blocked, insurance: insured };
+    return {
+      'in-memory-blocks': blocked,
+      insurance: insured,
+      ...(this.leases ? { leases: this.leases.size } : {}),
+    };
   }
 
   /** Current consumption of one identity, for the admin endpoint. */
@@ -278,13 +366,19 @@ export class QuotaDecider {
     const { base, points } = limit;
     const limiter = this.limiterFor(cls, identity.tier, base, points);
     const d = await limiter.peek(identity.key);
+    const lease: LeaseSnapshot | null = this.leases
+      ? this.leases.snapshot(`${this.prefix(cls, identity.tier, base.windowSec)}:${identity.key}`)
+      : null;
     return {
       tier: identity.tier,
       limit: points,
       windowSec: base.windowSec,
+      // In Valkey: points leased to any gateway count as consumed there.
       consumed: d?.consumed ?? 0,
       remaining: d ? d.remaining : points,
       resetSec: d ? secondsUntil(d.msBeforeNext) : 0,
+      // This gateway's lease (leases on): leased and spent in the window, and held now.
+      ...(this.leases ? { lease } : {}),
     };
   }
 }

@@ -34,3 +34,37 @@ export function secondsUntil(ms: number): number {
 export function insuredPoints(points: number, gateways: number): number {
   return points === 0 ? 0 : Math.max(1, Math.ceil(points / gateways));
 }
+
+/** The most points one gateway process leases of one key at once. */
+export const MAX_LEASE = 64;
+/** A lease granted whole is followed by one this many times larger. */
+export const LEASE_GROWTH = 8;
+
+/**
+ * The next lease to ask for, after asking for `wanted` and being granted `granted`: a key that
+ * keeps coming back with room to spare earns larger leases; one that was clipped (the limit
+ * is near, or the store's share rule cut it) asks for what it got, down to 1.
+ */
+export function nextLeaseSize(wanted: number, granted: number): number {
+  if (granted >= wanted) return Math.min(MAX_LEASE, Math.max(1, wanted) * LEASE_GROWTH);
+  return Math.max(1, granted);
+}
+
+/**
+ * What a take beyond its need may get of the points left: at most left / (2 x holders), so
+ * the holders together never corner more than half of what is left.
+ */
+export function leaseDivisor(holders: number): number {
+  return 2 * Math.max(1, holders);
+}
+
+/**
+ * Points one identity can lose to leases per window: every holder keeping its largest lease
+ * unspent. At most MAX_LEASE each, and never more than the share rule lets one take of the
+ * whole limit. Idle hand-backs and shutdown return them sooner.
+ */
+export function underAdmissionBound(limit: number, holders: number): number {
+  const h = Math.max(1, holders);
+  const perHolder = Math.min(MAX_LEASE, Math.max(1, Math.floor(limit / leaseDivisor(h))));
+  return Math.min(limit, h * perHolder);
+}

@@ -8,13 +8,21 @@ import { storeCall } from './errors.js';
  * one count. Both scripts touch one key: one round trip, atomic, on either topology.
  */
 
-/** Take up to ARGV[1] points, never past the limit ARGV[2]; a new window lasts ARGV[3] ms. */
+/**
+ * Take up to ARGV[1] points, never past the limit ARGV[2]; a new window lasts ARGV[3] ms.
+ * ARGV[4] is the least worth taking (fewer left: nothing is taken), ARGV[5] a divisor of what
+ * is left: a take beyond `need` gets at most left / divisor, so no holder can corner the rest.
+ */
 const TAKE = `
+local want = tonumber(ARGV[1])
+local limit = tonumber(ARGV[2])
+local need = tonumber(ARGV[4])
 local used = tonumber(redis.call('GET', KEYS[1]) or '0')
-local grant = math.min(tonumber(ARGV[1]), tonumber(ARGV[2]) - used)
-if grant <= 0 then
+local left = limit - used
+if want <= 0 or left <= 0 or left < need then
   return {0, used, redis.call('PTTL', KEYS[1])}
 end
+local grant = math.min(want, left, math.max(need, math.floor(left / tonumber(ARGV[5]))))
 if used == 0 and redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('SET', KEYS[1], grant, 'PX', ARGV[3])
 else
@@ -50,8 +58,22 @@ export interface Lease {
   msLeft: number;
 }
 
+/** How much of what is left a take may get. */
+export interface TakeBounds {
+  /** Take nothing unless at least this many points are left (default: 1, or 0 for want 0). */
+  need?: number;
+  /** Grant beyond `need` at most (points left) / divisor (default 1: all of it). */
+  divisor?: number;
+}
+
 export interface LeaseStore {
-  take(key: string, want: number, limit: number, windowMs: number): Promise<Lease>;
+  take(
+    key: string,
+    want: number,
+    limit: number,
+    windowMs: number,
+    bounds?: TakeBounds,
+  ): Promise<Lease>;
   /**
    * Hand `points` back to the window that will end `msLeft` from now (as the caller reckons
    * it; `slackMs` covers the round trip). Nothing is given back to a window that ends within
@@ -91,15 +113,20 @@ export function leaseStore(raw: RawClient): LeaseStore {
   const call = (script: Script, key: string, args: number[]) =>
     storeCall(`lease ${script}`, () => (cached ??= caller(raw))(script, key, args));
   return {
-    async take(key, want, limit, windowMs) {
+    async take(key, want, limit, windowMs, bounds = {}) {
+      const need = bounds.need ?? Math.min(1, want);
+      const divisor = bounds.divisor ?? 1;
       for (const [name, n] of [
         ['want', want],
         ['limit', limit],
         ['windowMs', windowMs],
+        ['need', need],
       ] as const) {
         if (!Number.isInteger(n) || n < 0) throw new RangeError(`${name} must be an integer >= 0`);
       }
-      const reply = (await call('take', key, [want, limit, windowMs])) as number[];
+      if (need > want) throw new RangeError('need must not exceed want');
+      if (!(divisor >= 1)) throw new RangeError('divisor must be >= 1');
+      const reply = (await call('take', key, [want, limit, windowMs, need, divisor])) as number[];
       const [granted, consumed, ttl] = reply.map(Number) as [number, number, number];
       return { granted, consumed, msLeft: Math.max(0, ttl) };
     },

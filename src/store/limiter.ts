@@ -35,6 +35,8 @@ export interface Decision {
   msBeforeNext: number;
   /** Rejected from this process's in-memory block, without a store round trip. */
   fromMemory: boolean;
+  /** The store was asked (every consume not answered from the in-memory block). */
+  roundTrip: boolean;
 }
 
 /**
@@ -62,6 +64,7 @@ export class QuotaLimiter {
         remaining: 0,
         msBeforeNext: msBlocked,
         fromMemory: true,
+        roundTrip: false,
       };
     }
     let allowed = true;
@@ -99,6 +102,7 @@ export class QuotaLimiter {
       remaining: allowed ? Math.max(0, this.points - res.consumedPoints) : 0,
       msBeforeNext: res.msBeforeNext,
       fromMemory: false,
+      roundTrip: true,
     };
   }
 }

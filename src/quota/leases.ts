@@ -1,0 +1,277 @@
+import { LRUCache } from 'lru-cache';
+import type { Lease, LeaseStore } from '../store/index.js';
+import { leaseDivisor, nextLeaseSize } from './limits.js';
+
+/** What happened to leased points: taken from Valkey, spent here, handed back, or let lapse. */
+export type LeaseEvent = 'leased' | 'spent' | 'returned' | 'expired';
+
+/** One verdict from the lease book. */
+export interface LeaseVerdict {
+  allowed: boolean;
+  /**
+   * What the client may still write as this gateway knows it: the points Valkey had left at
+   * the last take (so not those leased to other gateways) plus those held here.
+   */
+  remaining: number;
+  msBeforeNext: number;
+  /** The counter in Valkey at the last take: every point consumed or leased, anywhere. */
+  consumed: number;
+  /** This verdict waited for a take from Valkey (a round trip). */
+  tookLease: boolean;
+}
+
+/** One key's lease on this gateway, for the admin view. */
+export interface LeaseSnapshot {
+  /** Points leased to this gateway in the current window. */
+  leased: number;
+  /** Of those, points spent on admitted writes. */
+  spent: number;
+  /** Leased and not yet spent. */
+  held: number;
+  /** The size of the next lease this gateway will ask for. */
+  nextLease: number;
+  /** Milliseconds the lease's window has left, as this gateway reckons it. */
+  msLeft: number;
+}
+
+interface Entry {
+  held: number;
+  leased: number;
+  spent: number;
+  /** When the window ends, counted from the send time of a take: never after Valkey's end. */
+  endsAt: number;
+  /** The effective limit the points were leased under: a lower one clips them. */
+  limit: number;
+  /** The counter after the last take. */
+  consumed: number;
+  size: number;
+  lastUsed: number;
+  /** Round trip of the last take: the slack a hand-back allows for the clocks' offset. */
+  rttMs: number;
+  pending?: Promise<Lease>;
+}
+
+export interface LeaseBookOptions {
+  /** Gateway processes sharing the quota (gateways x workers): the share rule divides by it. */
+  holders: number;
+  /** A key unused this long hands its points back. */
+  idleMs: number;
+  /** Keys held at most; the least recently used hands its points back past it. */
+  maxKeys: number;
+  now?: () => number;
+  /** Points by what happened to them (metrics). */
+  onPoints?: (event: LeaseEvent, points: number) => void;
+  /** A hand-back that failed: the points lapse with their window (logged, never thrown). */
+  onReturnFailed?: (err: unknown) => void;
+}
+
+/** Waiters for another request's take retry this often before taking for themselves. */
+const MAX_WAITS = 3;
+/** Least slack a hand-back allows between the windows as each side reckons them. */
+const MIN_SLACK_MS = 50;
+
+/**
+ * Quota leases on this gateway: a write for a key spends a point leased from Valkey, and
+ * only when none is held does it take a lease (one atomic round trip that never grants past
+ * the effective limit). Nothing is admitted that Valkey did not grant, so nothing is
+ * over-admitted; the price is points leased here and never spent, bounded by the lease size
+ * (see underAdmissionBound) and handed back when a key goes idle, is evicted, or the gateway
+ * stops.
+ */
+export class LeaseBook {
+  private readonly entries: LRUCache<string, Entry>;
+  private readonly now: () => number;
+  private readonly divisor: number;
+  private readonly onPoints: (event: LeaseEvent, points: number) => void;
+  private readonly sweeper: NodeJS.Timeout;
+  private readonly returning = new Set<Promise<unknown>>();
+
+  constructor(
+    private readonly store: LeaseStore,
+    private readonly opts: LeaseBookOptions,
+  ) {
+    this.now = opts.now ?? Date.now;
+    this.divisor = leaseDivisor(opts.holders);
+    this.onPoints = opts.onPoints ?? (() => undefined);
+    this.entries = new LRUCache<string, Entry>({
+      max: opts.maxKeys,
+      dispose: (entry, key, reason) => {
+        if (reason === 'evict') this.handBack(key, entry);
+      },
+    });
+    this.sweeper = setInterval(() => this.sweep(), Math.max(10, opts.idleMs / 2));
+    this.sweeper.unref();
+  }
+
+  /** Spend `cost` points of `key`'s quota, whose effective limit is `limit` per `windowMs`. */
+  async consume(key: string, cost: number, limit: number, windowMs: number): Promise<LeaseVerdict> {
+    for (let waits = 0; ; waits++) {
+      const entry = this.entryFor(key, limit);
+      if (entry.held >= cost) return this.spend(entry, cost, limit, false);
+      if (entry.pending && waits < MAX_WAITS) {
+        // Another request is taking for this key: its lease may cover this one too.
+        await entry.pending.catch(() => undefined);
+        continue;
+      }
+      return this.take(key, entry, cost, limit, windowMs);
+    }
+  }
+
+  /** This gateway's lease on a key, or null when it holds none. */
+  snapshot(key: string): LeaseSnapshot | null {
+    const entry = this.entries.peek(key);
+    if (!entry) return null;
+    const msLeft = Math.max(0, entry.endsAt - this.now());
+    const live = msLeft > 0;
+    return {
+      leased: live ? entry.leased : 0,
+      spent: live ? entry.spent : 0,
+      held: live ? entry.held : 0,
+      nextLease: entry.size,
+      msLeft,
+    };
+  }
+
+  /** Keys held now. */
+  get size(): number {
+    return this.entries.size;
+  }
+
+  /** Hand back every unspent point, and stop the idle sweep (at shutdown). */
+  async close(): Promise<void> {
+    clearInterval(this.sweeper);
+    for (const [key, entry] of this.entries.entries()) this.handBack(key, entry);
+    this.entries.clear();
+    await Promise.allSettled([...this.returning]);
+  }
+
+  /** Keys unused for idleMs hand their points back and are forgotten. */
+  sweep(): void {
+    const idleBefore = this.now() - this.opts.idleMs;
+    for (const [key, entry] of this.entries.entries()) {
+      if (entry.lastUsed > idleBefore || entry.pending) continue;
+      this.entries.delete(key);
+      this.handBack(key, entry);
+    }
+  }
+
+  /** The key's entry, its window lapsed or its lease clipped to a lower limit as needed. */
+  private entryFor(key: string, limit: number): Entry {
+    const now = this.now();
+    let entry = this.entries.get(key);
+    if (!entry) {
+      entry = {
+        held: 0,
+        leased: 0,
+        spent: 0,
+        endsAt: 0,
+        limit,
+        consumed: 0,
+        size: 1,
+        lastUsed: now,
+        rttMs: 0,
+      };
+      this.entries.set(key, entry);
+      return entry;
+    }
+    entry.lastUsed = now;
+    if (now >= entry.endsAt) this.lapse(entry);
+    if (limit < entry.limit) {
+      // A lower limit (the node's multiplier fell): what is held here was leased under the
+      // old one. Hand it all back, so that the next take is judged by Valkey against the new.
+      this.handBack(key, entry);
+      entry.size = 1;
+    }
+    entry.limit = limit;
+    return entry;
+  }
+
+  private spend(entry: Entry, cost: number, limit: number, tookLease: boolean): LeaseVerdict {
+    entry.held -= cost;
+    entry.spent += cost;
+    this.onPoints('spent', cost);
+    return {
+      allowed: true,
+      remaining: Math.min(limit, Math.max(0, limit - entry.consumed) + entry.held),
+      msBeforeNext: Math.max(0, entry.endsAt - this.now()),
+      consumed: entry.consumed,
+      tookLease,
+    };
+  }
+
+  private async take(
+    key: string,
+    entry: Entry,
+    cost: number,
+    limit: number,
+    windowMs: number,
+  ): Promise<LeaseVerdict> {
+    const need = cost - entry.held;
+    const want = Math.max(need, entry.size);
+    const sentAt = this.now();
+    const pending = this.store.take(key, want, limit, windowMs, { need, divisor: this.divisor });
+    entry.pending = pending;
+    let lease: Lease;
+    try {
+      lease = await pending;
+    } finally {
+      if (entry.pending === pending) entry.pending = undefined;
+    }
+    const now = this.now();
+    entry.rttMs = now - sentAt;
+    if (lease.msLeft > 0) {
+      const endsAt = sentAt + lease.msLeft;
+      // A window that ends far later than the one held is a new one: what was held of the old
+      // one lapsed while the take was under way (its points count in the old window only).
+      if (endsAt > entry.endsAt + windowMs / 2) this.lapse(entry);
+      entry.endsAt = Math.max(entry.endsAt, endsAt);
+    }
+    entry.consumed = lease.consumed;
+    entry.held += lease.granted;
+    entry.leased += lease.granted;
+    if (lease.granted > 0) this.onPoints('leased', lease.granted);
+    entry.size = nextLeaseSize(want, lease.granted);
+    if (entry.held >= cost && now < entry.endsAt) return this.spend(entry, cost, limit, true);
+    return {
+      allowed: false,
+      remaining: 0,
+      msBeforeNext: lease.msLeft,
+      consumed: lease.consumed,
+      tookLease: true,
+    };
+  }
+
+  /** The window ended: what was held of it can no longer be spent. */
+  private lapse(entry: Entry): void {
+    if (entry.held > 0) this.onPoints('expired', entry.held);
+    entry.held = 0;
+    entry.leased = 0;
+    entry.spent = 0;
+  }
+
+  /** Give the unspent points back to their window, in the background. */
+  private handBack(key: string, entry: Entry): void {
+    const points = entry.held;
+    const msLeft = entry.endsAt - this.now();
+    entry.held = 0;
+    entry.leased -= points;
+    if (points <= 0) return;
+    if (msLeft <= 0) {
+      this.onPoints('expired', points);
+      return;
+    }
+    const slackMs = MIN_SLACK_MS + 2 * entry.rttMs;
+    const returning = this.store.giveBack(key, points, msLeft, slackMs).then(
+      (n) => {
+        if (n > 0) this.onPoints('returned', n);
+        if (n < points) this.onPoints('expired', points - n);
+      },
+      (err: unknown) => {
+        this.onPoints('expired', points);
+        this.opts.onReturnFailed?.(err);
+      },
+    );
+    this.returning.add(returning);
+    void returning.finally(() => this.returning.delete(returning));
+  }
+}
