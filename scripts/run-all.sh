@@ -10,11 +10,13 @@ usage() {
   cat <<USAGE
 usage: ./scripts/run-all.sh [options]        (no options on a terminal: a menu)
 
-  --quick                 every client on both topologies (light), plus flood, Nostr and the
-                          adaptive scenario on standalone; 4 s runs x 3, 1000 identities:
-                          the whole thing in about seven minutes
-  --clients LIST          valkey-glide, iovalkey, ioredis, each optionally :cluster, comma- or
-                          space-separated; or a group: all | standalone | cluster (default all)
+  --quick                 every client on both topologies (light), with and without leases,
+                          plus flood, Nostr and the adaptive scenario on standalone; 4 s runs
+                          x 3, 1000 identities: the whole thing in about ten minutes
+  --clients LIST          valkey-glide, iovalkey, ioredis, each optionally +lease (quota
+                          leases on) and :cluster (e.g. iovalkey+lease:cluster), comma- or
+                          space-separated; or a group: all | standalone | cluster | lease
+                          (default all: the three clients without leases, both topologies)
   --workload W            light | heavy | both | flood | nostr | adaptive | everything,
                           or a comma list of them (default both)
   --duration-mode M       dynamic (120 s up to 100 connections, 180 s above, +30 s for cluster)
@@ -124,7 +126,7 @@ while [ "$#" -gt 0 ]; do
 done
 
 if [ "$quick" = 1 ]; then
-  clients="all"
+  clients="all,lease"
   workload="light,flood,nostr,adaptive"
   duration_mode="custom:4"
   concurrency="50"
@@ -148,9 +150,13 @@ for item in ${clients//,/ }; do
     all) targets+=(valkey-glide iovalkey ioredis valkey-glide:cluster iovalkey:cluster ioredis:cluster) ;;
     standalone) targets+=(valkey-glide iovalkey ioredis) ;;
     cluster) targets+=(valkey-glide:cluster iovalkey:cluster ioredis:cluster) ;;
-    valkey-glide | iovalkey | ioredis | valkey-glide:cluster | iovalkey:cluster | ioredis:cluster)
+    lease) targets+=(valkey-glide+lease iovalkey+lease ioredis+lease valkey-glide+lease:cluster
+      iovalkey+lease:cluster ioredis+lease:cluster) ;;
+    valkey-glide | iovalkey | ioredis | valkey-glide:cluster | iovalkey:cluster | ioredis:cluster \
+      | valkey-glide+lease | iovalkey+lease | ioredis+lease | valkey-glide+lease:cluster \
+      | iovalkey+lease:cluster | ioredis+lease:cluster)
       targets+=("$item") ;;
-    *) die "--clients: unknown client '$item' (valkey-glide, iovalkey, ioredis, optionally :cluster, or all/standalone/cluster)" ;;
+    *) die "--clients: unknown client '$item' (valkey-glide, iovalkey, ioredis, optionally +lease and :cluster, or all/standalone/cluster/lease)" ;;
   esac
 done
 [ "${#targets[@]}" -gt 0 ] || die "--clients names no client"
@@ -239,12 +245,13 @@ for w in "${workloads[@]}"; do
   done
 done
 if [ "$quick" = 1 ]; then
-  # Quick keeps every client on both topologies for light; flood on standalone; Nostr
-  # through glide and the ceiling; two of the three adaptive laws.
+  # Quick keeps every client on both topologies for light (with and without leases); flood
+  # on standalone; Nostr through glide and the ceiling; two of the three adaptive laws.
   kept=()
   for cfg in "${configs[@]}"; do
     case "$cfg" in
       *:cluster\ flood\ * | *:cluster\ nostr\ * | iovalkey\ nostr\ * | ioredis\ nostr\ *) ;;
+      *+lease\ nostr\ *) ;;
       *\ adaptive-pid\ *) ;;
       *) kept+=("$cfg") ;;
     esac
@@ -312,7 +319,7 @@ relay_note="$relay_impl"
   --set "runs each=$runs (interleaved in a shuffled order per round)" \
   --set "duration mode=$duration_mode" --set "concurrency=$concurrency" \
   --set "warm-up=${warmup}s" \
-  --set "client identities=$keys, $distribution; write quota 100 per 1 s per identity (nostr: 1000000, never reached)" \
+  --set "client identities=$keys, $distribution; write quota 6000 per 60 s per identity (nostr: 1000000, never reached); +lease: quota leases on" \
   --set "relay=$relay_note" \
   --set "nostr=every EVENT new (signed before each run by 1000 keys, never re-sent); a fresh relay per run; relay-alone measures the relay by itself" \
   --set "flood=90% of identities far over their limit (1 write per hour, spent before the warm-up)" \

@@ -27,7 +27,7 @@ usage: [VAR=value ...] ./scripts/run-benchmark.sh
   KEYS               client identities in the load (default 10000)
   DISTRIBUTION       uniform | zipf (default uniform); ZIPF_EXPONENT (default 1.1)
   FLOOD_SHARE        flood: share of identities far over their limit (default 0.9)
-  QUOTA_POINTS, QUOTA_WINDOW_SEC   write quota per identity (default 100 per 1 s;
+  QUOTA_POINTS, QUOTA_WINDOW_SEC   write quota per identity (default 6000 per 60 s;
                      nostr: 1000000, so that nothing is refused in a throughput run)
   FRESH_EVENTS_PER_SEC  nostr: upper rate the new events are signed for (default 8000)
   AUTHORS            nostr: distinct keys signing the events (default 1000)
@@ -114,9 +114,9 @@ args=(bench run "${identity[@]}" --implementation "$RATE_LIMITER_TYPE" --workloa
   --connections "$CONNECTIONS" --duration "$DURATION" --warmup "${WARMUP:-3}"
   --run "${RUN:-1}" --runs "${RUNS:-1}" --keys "${KEYS:-10000}"
   --distribution "${DISTRIBUTION:-uniform}" --zipf-exponent "${ZIPF_EXPONENT:-1.1}"
-  --flood-share "${FLOOD_SHARE:-0.9}" --quota-window-sec "${QUOTA_WINDOW_SEC:-1}"
+  --flood-share "${FLOOD_SHARE:-0.9}" --quota-window-sec "${QUOTA_WINDOW_SEC:-60}"
   --seed "${SEED:-1}" --valkey "$valkey" --relay-impl "$RELAY_IMPL")
-# Unset: the workload's default (100; nostr: 1000000).
+# Unset: the workload's default (6000; nostr: 1000000).
 # Open loop: a fixed offered rate, latency from each request's intended send time.
 [ -z "${RATE:-}" ] || args+=(--rate "$RATE")
 [ -z "${QUOTA_POINTS:-}" ] || args+=(--quota-points "$QUOTA_POINTS")

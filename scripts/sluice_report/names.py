@@ -22,7 +22,11 @@ def _enum(prop: dict[str, Any]) -> tuple[str, ...]:
 _CONFIG = _SCHEMA["properties"]["config"]["properties"]
 CEILING = "quotas-off"
 PEER = "fastify-rate-limit"
-CLIENTS = _enum(_CONFIG["client"])
+VALKEY_CLIENTS = _enum(_CONFIG["client"])
+# The same clients with quota leases on (quotas.lease): sluice implementations too.
+LEASED = tuple(f"{c}+lease" for c in VALKEY_CLIENTS)
+# sluice's own implementations: each Valkey client, without and with leases.
+CLIENTS = (*VALKEY_CLIENTS, *LEASED)
 # The load straight to the relay (Nostr): the baseline of "through the gateway / relay alone".
 RELAY_ALONE = "relay-alone"
 # The report's order (baselines around the clients); every name is the schema's.
@@ -48,6 +52,9 @@ IMPL_COLORS = {
     "valkey-glide": "#1f77b4",
     "iovalkey": "#2ca02c",
     "ioredis": "#d62728",
+    "valkey-glide+lease": "#aec7e8",
+    "iovalkey+lease": "#98df8a",
+    "ioredis+lease": "#ff9896",
     PEER: "#9467bd",
 }
 ROLE_COLORS = {"gateway": "#1f77b4", "peer": "#9467bd", "relay": "#ff7f0e", "feed": "#17becf",

@@ -35,8 +35,12 @@ interface RunFlags {
 
 /** Heavy writes cost the relay this many sha256 rounds each (~1 ms of one core here). */
 export const HEAVY_WORK_ITERATIONS = 500;
-/** The write quota of HTTP workloads, per identity per window. */
-export const DEFAULT_QUOTA_POINTS = 100;
+/**
+ * The write quota of HTTP workloads, per identity per window: 100 writes/s over a minute, as
+ * quotas are usually set (per minute), so a window sees many writes of one identity.
+ */
+export const DEFAULT_QUOTA_POINTS = 6000;
+export const DEFAULT_QUOTA_WINDOW_SEC = 60;
 /**
  * The Nostr workload measures throughput (through the gateway / relay alone): its quota is
  * far above what 2 cores can send from one address, so nothing is refused; a refusal fails
@@ -57,7 +61,8 @@ export function registerBenchRun(bench: Command): void {
     )
     .requiredOption(
       '--implementation <name>',
-      'valkey-glide | iovalkey | ioredis | quotas-off | fastify-rate-limit, optionally :cluster; ' +
+      'valkey-glide | iovalkey | ioredis (each optionally +lease) | quotas-off | fastify-rate-limit, ' +
+        'optionally :cluster; ' +
         'or relay-alone (the load straight to the relay, no gateway: Nostr only)',
     )
     .addOption(
@@ -86,7 +91,7 @@ export function registerBenchRun(bench: Command): void {
       `write quota per identity per window (default ${DEFAULT_QUOTA_POINTS}; nostr: ${NOSTR_QUOTA_POINTS}, never reached)`,
       positiveInt,
     )
-    .option('--quota-window-sec <s>', 'quota window', positiveInt, 1)
+    .option('--quota-window-sec <s>', 'quota window', positiveInt, DEFAULT_QUOTA_WINDOW_SEC)
     .option('--no-in-memory-block', 'consult Valkey even for clients known to be over limit')
     .option(
       '--work-iterations <n>',

@@ -6,6 +6,10 @@ export const IMPLEMENTATIONS = [
   'valkey-glide',
   'iovalkey',
   'ioredis',
+  // The same clients with quota leases (quotas.lease): points spent locally, taken in leases.
+  'valkey-glide+lease',
+  'iovalkey+lease',
+  'ioredis+lease',
   'quotas-off',
   'fastify-rate-limit',
   // The load straight to the relay: no front end, no Valkey client (the Nostr baseline).
@@ -114,5 +118,10 @@ export function parseTarget(text: string): { implementation: Implementation; mod
 export function clientOf(impl: Implementation): ClientKind | null {
   if (impl === 'quotas-off' || impl === 'relay-alone') return null;
   if (impl === 'fastify-rate-limit') return 'ioredis';
-  return impl;
+  return impl.replace(/\+lease$/, '') as ClientKind;
+}
+
+/** Whether the implementation is a sluice client with quota leases on. */
+export function leases(impl: Implementation): boolean {
+  return impl.endsWith('+lease');
 }

@@ -1,6 +1,7 @@
 /** The gateway configuration a benchmark run uses: everything explicit, request logging off. */
 import type { NodeAddress } from '../../store/options.js';
 import type { RunConfig } from './config.js';
+import { leases } from './config.js';
 import { apiKeyOf, isFlooder } from './keys.js';
 
 export const BENCH_ADMIN_TOKEN = 'bench-admin-token-0123456789';
@@ -65,6 +66,7 @@ export function benchGatewayConfig(
         flood: { write: { points: 1, windowSec: 3600 } },
       },
       apiKeys,
+      lease: { enabled: leases(cfg.implementation) },
     },
   };
 }

@@ -119,6 +119,19 @@ export const RunFileSchema = z.strictObject({
       scriptCallsPerRequest: nullableNumber,
     })
     .nullable(),
+  /** +lease implementations: the gateway's lease accounting (sluice_lease_points_total). */
+  leases: z
+    .object({
+      leased: count,
+      spent: count,
+      returned: count,
+      expired: count,
+      held: count,
+      overAdmitted: count,
+      unspent: count,
+    })
+    .nullable()
+    .optional(),
   timeseries: z.record(z.string(), z.array(z.unknown())).nullable(),
   adaptive: z.record(z.string(), z.unknown()).nullable(),
   load: LoadSchema.nullable().optional(),

@@ -9,7 +9,9 @@ import path from 'node:path';
 import type { NodeAddress } from '../../store/options.js';
 import { spawnSluice, startGateway, startRelay } from '../../harness/processes.js';
 import type { SluiceProcess } from '../../harness/processes.js';
+import { leases } from './config.js';
 import type { RunConfig } from './config.js';
+import { fetchLeaseAccounting } from './lease-accounting.js';
 import { eventPool, preload } from './event-pool.js';
 import { BENCH_ADMIN_TOKEN, BENCH_VALKEY_TIMEOUTS, benchGatewayConfig } from './gateway-config.js';
 import { runHttpLoad } from './http-load.js';
@@ -188,7 +190,12 @@ async function startFrontEnd(
   relayUrl: string,
   workDir: string,
   maxBodyBytes: number,
-): Promise<{ proc: SluiceProcess; role: 'gateway' | 'peer'; settings: Record<string, unknown> }> {
+): Promise<{
+  proc: SluiceProcess;
+  role: 'gateway' | 'peer';
+  settings: Record<string, unknown>;
+  adminUrl?: string;
+}> {
   if (cfg.implementation === 'fastify-rate-limit') {
     const proc = await spawnSluice([
       'bench',
@@ -230,6 +237,7 @@ async function startFrontEnd(
     proc,
     role: 'gateway',
     settings: cfg.implementation === 'quotas-off' ? { quotas: 'off', ...v } : v,
+    adminUrl,
   };
 }
 
@@ -460,6 +468,11 @@ export async function runOnce(
     bar.done();
     const processes = sampler.stop();
     const after = before ? await commandCalls(nodes) : undefined;
+    // Leases: the gateway's accounting of its points, warm-up included (counters since start).
+    const leaseBook =
+      leases(cfg.implementation) && front?.adminUrl
+        ? await fetchLeaseAccounting(front.adminUrl)
+        : null;
     phase('measured');
     const arrival = 'load' in result ? (result as ArrivalLoadResult).load : null;
     const reasons = [
@@ -486,6 +499,7 @@ export async function runOnce(
       load: arrival ?? { mode: 'closed' },
       processes: withCpuPerRequest(processes, result.counts.requests),
       valkey: before && after ? commandDelta(before, after, result.counts.requests) : null,
+      leases: leaseBook,
       events: fresh
         ? {
             source: 'fresh',
