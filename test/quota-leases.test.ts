@@ -191,6 +191,26 @@ describe('leases: one client on one gateway', { timeout: 120_000 }, () => {
   });
 });
 
+describe('leases: a gateway that stops hands its points back', { timeout: 60_000 }, () => {
+  it('the counter in Valkey drops to what was spent once the holder exits', async () => {
+    const settings = leaseSettings(`lease-stop-${run}`, 100, 60, {}, 2);
+    const [holder, reader] = await Promise.all([
+      startGateway('ioredis', 'cluster', upstreams, settings),
+      startGateway('valkey-glide', 'cluster', upstreams, settings),
+    ]);
+    try {
+      const ip = freshClient();
+      for (let i = 0; i < 5; i++) assert.equal((await write(holder, ip)).status, 200);
+      const held = await usage(holder, ip);
+      assert.ok(held.lease!.held > 0 && held.consumed > 5, JSON.stringify(held));
+      assert.equal(await holder.proc.stop(), 0, 'clean exit');
+      assert.equal((await usage(reader, ip)).consumed, 5, 'only the spent points stay counted');
+    } finally {
+      await Promise.all([holder.proc.stop(), reader.proc.stop()]);
+    }
+  });
+});
+
 describe('leases: a lower multiplier clips held leases at once', { timeout: 60_000 }, () => {
   let gw: GatewayUnderTest;
   before(async () => {

@@ -1,0 +1,147 @@
+/**
+ * The lease book's own logic on an injected clock, against an in-memory store that keeps
+ * the lease scripts' rules (one counter per key with a window; grants never past the limit):
+ * when leases lapse, clip, go back, and what a take asks for.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { LeaseBook } from '../src/quota/leases.js';
+import type { LeaseEvent } from '../src/quota/leases.js';
+import type { LeaseStore, TakeBounds } from '../src/store/lease.js';
+
+class FakeLeaseStore implements LeaseStore {
+  readonly counters = new Map<string, { used: number; endsAt: number }>();
+  readonly wants: number[] = [];
+  constructor(private readonly clock: { t: number }) {}
+
+  private live(key: string) {
+    const c = this.counters.get(key);
+    return c && c.endsAt > this.clock.t ? c : undefined;
+  }
+
+  take(key: string, want: number, limit: number, windowMs: number, bounds: TakeBounds = {}) {
+    this.wants.push(want);
+    const need = bounds.need ?? 1;
+    const c = this.live(key) ?? { used: 0, endsAt: this.clock.t + windowMs };
+    const left = limit - c.used;
+    if (left < need || left <= 0) {
+      return Promise.resolve({ granted: 0, consumed: c.used, msLeft: c.endsAt - this.clock.t });
+    }
+    const granted = Math.min(want, left, Math.max(need, Math.floor(left / (bounds.divisor ?? 1))));
+    c.used += granted;
+    this.counters.set(key, c);
+    return Promise.resolve({ granted, consumed: c.used, msLeft: c.endsAt - this.clock.t });
+  }
+
+  giveBack(key: string, points: number, msLeft: number, slackMs: number) {
+    const c = this.live(key);
+    const ttl = c ? c.endsAt - this.clock.t : 0;
+    if (!c || ttl <= slackMs || ttl > msLeft + slackMs) return Promise.resolve(0);
+    const n = Math.min(points, c.used);
+    c.used -= n;
+    return Promise.resolve(n);
+  }
+}
+
+function setUp(holders = 1, idleMs = 1000) {
+  const clock = { t: 1_000_000 };
+  const store = new FakeLeaseStore(clock);
+  const points: Record<LeaseEvent, number> = { leased: 0, spent: 0, returned: 0, expired: 0 };
+  const book = new LeaseBook(store, {
+    holders,
+    idleMs,
+    maxKeys: 3,
+    now: () => clock.t,
+    onPoints: (event, n) => (points[event] += n),
+  });
+  return { clock, store, book, points };
+}
+
+/** Let the book's background hand-backs settle. */
+const settle = () => new Promise((r) => setImmediate(r));
+
+describe('lease book', { timeout: 30_000 }, () => {
+  it('asks for 1, then 8, then 64 points while a key keeps coming back with room to spare', async () => {
+    const { store, book } = setUp();
+    for (let i = 0; i < 80; i++) assert.ok((await book.consume('k', 1, 10_000, 60_000)).allowed);
+    assert.deepEqual(store.wants, [1, 8, 64, 64]);
+    await book.close();
+  });
+
+  it('serves the last points of a limit one by one, and exactly', async () => {
+    const { store, book } = setUp(2);
+    let admitted = 0;
+    for (let i = 0; i < 30; i++) if ((await book.consume('k', 1, 20, 60_000)).allowed) admitted++;
+    assert.equal(admitted, 20);
+    assert.equal(store.counters.get('k')!.used, 20);
+    await book.close();
+  });
+
+  it('lets held points lapse with their window, and starts the next window afresh', async () => {
+    const { clock, book, points } = setUp();
+    for (let i = 0; i < 2; i++) await book.consume('k', 1, 100, 1000);
+    const held = book.snapshot('k')!.held;
+    assert.ok(held > 0);
+    clock.t += 1000;
+    const next = await book.consume('k', 1, 100, 1000);
+    assert.ok(next.allowed && next.tookLease, 'a new window needs a new lease');
+    assert.equal(points.expired, held);
+    assert.equal(book.snapshot('k')!.spent, 1, 'the new window counts from zero');
+    await book.close();
+  });
+
+  it('hands a lease back when the limit falls, so the next take is judged by the new limit', async () => {
+    const { store, book, points } = setUp();
+    for (let i = 0; i < 10; i++) await book.consume('k', 1, 100, 60_000);
+    const v = await book.consume('k', 1, 12, 60_000);
+    await settle();
+    assert.ok(v.tookLease, 'the held lease was not spent under the lower limit');
+    assert.ok(points.returned > 0);
+    let admitted = 11;
+    for (let i = 0; i < 5; i++) if ((await book.consume('k', 1, 12, 60_000)).allowed) admitted++;
+    assert.equal(admitted, 12);
+    assert.equal(store.counters.get('k')!.used, 12);
+    await book.close();
+  });
+
+  it('gives idle keys and evicted keys their points back, and everything at close', async () => {
+    const { clock, store, book } = setUp(1, 1000);
+    for (const key of ['a', 'b', 'c']) {
+      await book.consume(key, 1, 100, 60_000);
+      await book.consume(key, 1, 100, 60_000);
+    }
+    clock.t += 1500;
+    book.sweep();
+    await settle();
+    for (const key of ['a', 'b', 'c']) assert.equal(store.counters.get(key)!.used, 2, key);
+    assert.equal(book.size, 0, 'idle keys are forgotten');
+    for (const key of ['d', 'e', 'f', 'g']) {
+      await book.consume(key, 1, 100, 60_000);
+      await book.consume(key, 1, 100, 60_000);
+    }
+    await settle();
+    assert.equal(store.counters.get('d')!.used, 2, 'the least recent key, evicted, gave back');
+    await book.close();
+    for (const key of ['e', 'f', 'g']) assert.equal(store.counters.get(key)!.used, 2, key);
+  });
+
+  it('takes what a costly write needs even when the share rule would give less', async () => {
+    const { book } = setUp(4);
+    const v = await book.consume('k', 20, 40, 60_000);
+    assert.ok(v.allowed, 'the need (20) is granted whole while it fits');
+    assert.equal((await book.consume('k', 25, 40, 60_000)).allowed, false, 'only 20 left');
+    assert.ok((await book.consume('k', 1, 40, 60_000)).allowed, 'a cheaper write still fits');
+    await book.close();
+  });
+
+  it('one take serves concurrent writes of a key', async () => {
+    const { store, book } = setUp();
+    await book.consume('k', 1, 1000, 60_000);
+    const all = await Promise.all(
+      Array.from({ length: 8 }, () => book.consume('k', 1, 1000, 60_000)),
+    );
+    assert.ok(all.every((v) => v.allowed));
+    assert.equal(store.wants.length, 2, 'the first lease of 8 covered all eight');
+    await book.close();
+  });
+});
