@@ -68,6 +68,16 @@ describe('lease book', { timeout: 30_000 }, () => {
     await book.close();
   });
 
+  it('leases a slow key no more than it writes in half the idle time', async () => {
+    const { clock, store, book } = setUp(1, 10_000);
+    for (let i = 0; i < 6; i++) {
+      assert.ok((await book.consume('k', 1, 10_000, 600_000)).allowed);
+      clock.t += 3000;
+    }
+    assert.ok(Math.max(...store.wants) <= 2, `one write every 3 s: ${store.wants.join(',')}`);
+    await book.close();
+  });
+
   it('serves the last points of a limit one by one, and exactly', async () => {
     const { store, book } = setUp(2);
     let admitted = 0;

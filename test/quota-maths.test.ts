@@ -6,6 +6,7 @@ import {
   effectivePoints,
   insuredPoints,
   leaseDivisor,
+  leaseForRate,
   nextLeaseSize,
   underAdmissionBound,
   quantiseMultiplier,
@@ -68,6 +69,13 @@ describe('lease sizes', { timeout: 30_000 }, () => {
     assert.equal(nextLeaseSize(MAX_LEASE, MAX_LEASE), MAX_LEASE);
     assert.equal(nextLeaseSize(64, 5), 5, 'clipped near the limit: ask for what was granted');
     assert.equal(nextLeaseSize(8, 0), 1, 'refused: start again from one point');
+  });
+
+  it('sizes a lease to what the key writes in half the idle time at its recent rate', () => {
+    assert.equal(leaseForRate(8, 400, 10_000), 100, '20 writes/s x 5 s');
+    assert.equal(leaseForRate(1, 3000, 10_000), 1, 'one write every 3 s: one point');
+    assert.equal(leaseForRate(0, 100, 10_000), 1, 'nothing granted last time: one point');
+    assert.equal(leaseForRate(1, 0, 10_000), 5000, 'no time passed: no cap from the rate');
   });
 
   it('bounds what leases can strand per window by holders, the cap and the limit', () => {

@@ -182,8 +182,11 @@ export const GatewayConfigSchema = z
         lease: z
           .object({
             enabled: z.boolean().default(false),
-            /** A key unused this long hands its unspent points back. */
-            idleMs: positiveInt.default(5000),
+            /**
+             * A key unused this long hands its unspent points back; a lease holds no more
+             * than the key spends in half of it.
+             */
+            idleMs: positiveInt.default(10_000),
           })
           .prefault({}),
       })

@@ -1,6 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import type { Lease, LeaseStore } from '../store/index.js';
-import { leaseDivisor, nextLeaseSize } from './limits.js';
+import { leaseDivisor, leaseForRate, nextLeaseSize } from './limits.js';
 
 /** What happened to leased points: taken from Valkey, spent here, handed back, or let lapse. */
 export type LeaseEvent = 'leased' | 'spent' | 'returned' | 'expired';
@@ -46,6 +46,9 @@ interface Entry {
   consumed: number;
   size: number;
   lastUsed: number;
+  /** When the last take was sent, and what it granted: the key's rate of spending. */
+  lastTakeAt: number;
+  lastGranted: number;
   /** Round trip of the last take: the slack a hand-back allows for the clocks' offset. */
   rttMs: number;
   pending?: Promise<Lease>;
@@ -169,6 +172,8 @@ export class LeaseBook {
         consumed: 0,
         size: 1,
         lastUsed: now,
+        lastTakeAt: now,
+        lastGranted: 0,
         rttMs: 0,
       };
       this.entries.set(key, entry);
@@ -207,8 +212,11 @@ export class LeaseBook {
     windowMs: number,
   ): Promise<LeaseVerdict> {
     const need = cost - entry.held;
-    const want = Math.max(need, entry.size);
     const sentAt = this.now();
+    // Grown by the key's returns, but no more than it spends before it could count as idle.
+    const rateCap = leaseForRate(entry.lastGranted, sentAt - entry.lastTakeAt, this.opts.idleMs);
+    const want = Math.max(need, Math.min(entry.size, rateCap));
+    entry.lastTakeAt = sentAt;
     const pending = this.store.take(key, want, limit, windowMs, { need, divisor: this.divisor });
     entry.pending = pending;
     let lease: Lease;
@@ -229,6 +237,7 @@ export class LeaseBook {
     entry.consumed = lease.consumed;
     entry.held += lease.granted;
     entry.leased += lease.granted;
+    entry.lastGranted = lease.granted;
     if (lease.granted > 0) this.onPoints('leased', lease.granted);
     entry.size = nextLeaseSize(want, lease.granted);
     if (entry.held >= cost && now < entry.endsAt) return this.spend(entry, cost, limit, true);

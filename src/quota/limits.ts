@@ -51,6 +51,15 @@ export function nextLeaseSize(wanted: number, granted: number): number {
 }
 
 /**
+ * The most a lease should hold for a key that spent `lastGranted` points in the `msSince` ms
+ * since its last take: what it writes in half of `idleMs` at that rate, so that a lease is
+ * spent before the key could count as idle and cost a hand-back. At least 1.
+ */
+export function leaseForRate(lastGranted: number, msSince: number, idleMs: number): number {
+  return Math.max(1, Math.floor((lastGranted * idleMs) / (2 * Math.max(1, msSince))));
+}
+
+/**
  * What a take beyond its need may get of the points left: at most left / (2 x holders), so
  * the holders together never corner more than half of what is left.
  */
