@@ -176,6 +176,8 @@ describe('leases: one client on one gateway', { timeout: 120_000 }, () => {
         assert.equal(res.status, 200);
         admitted++;
         assert.ok(admitted <= LIMIT, `window ${window}: more than ${LIMIT} admitted`);
+        // One gateway holds every lease of this client: what is left is exact.
+        assert.match(String(res.headers.ratelimit), new RegExp(`^"writes";r=${LIMIT - admitted};`));
       }
       assert.ok(admitted >= LIMIT - 1, `window ${window}: ${admitted} of ${LIMIT} admitted`);
     }
