@@ -20,10 +20,20 @@ const Limit = z.strictObject({
 });
 export type Limit = z.infer<typeof Limit>;
 
+/**
+ * enforce: over a limit is refused. shadow: decisions are computed, counted
+ * (outcome="shadow_limited"), logged (sampled) and sent in headers, and nothing is refused:
+ * a dry run of a new quota on live traffic.
+ */
+export const QUOTA_MODES = ['enforce', 'shadow'] as const;
+export type QuotaMode = (typeof QUOTA_MODES)[number];
+
 const Tier = z.strictObject({
   write: Limit,
   /** Reads are free unless a tier gives them a limit. */
   read: Limit.optional(),
+  /** This tier's mode; absent, the tier follows quotas.mode. */
+  mode: z.enum(QUOTA_MODES).optional(),
 });
 export type Tier = z.infer<typeof Tier>;
 
@@ -152,6 +162,8 @@ export const GatewayConfigSchema = z
       .strictObject({
         /** Off: a plain proxy (the benchmark's ceiling). */
         enabled: z.boolean().default(true),
+        /** enforce, or shadow: count and report who would be limited, refuse nobody. */
+        mode: z.enum(QUOTA_MODES).default('enforce'),
         keyPrefix: z
           .string()
           .regex(/^[A-Za-z0-9:_-]+$/)
