@@ -103,8 +103,8 @@ describe('shadow mode', { timeout: 120_000 }, () => {
     const from = freshClientAddress();
     const a = author();
     for (let i = 0; i < 10; i++) assert.equal((await post(from, a.event(i))).status, 200);
-    const lines = gw().proc
-      .output()
+    const lines = gw()
+      .proc.output()
       .split('\n')
       .filter((l) => l.includes('shadow mode: would have refused'))
       .map((l) => JSON.parse(l) as { shadowLimited: number; key: string; tier: string });
