@@ -164,6 +164,15 @@ export const GatewayConfigSchema = z
         enabled: z.boolean().default(true),
         /** enforce, or shadow: count and report who would be limited, refuse nobody. */
         mode: z.enum(QUOTA_MODES).default('enforce'),
+        headers: z
+          .strictObject({
+            /**
+             * Also send X-RateLimit-Limit, -Remaining and -Reset (seconds from now), for
+             * clients that read only those; RateLimit-Policy and RateLimit are always sent.
+             */
+            legacy: z.boolean().default(false),
+          })
+          .prefault({}),
         keyPrefix: z
           .string()
           .regex(/^[A-Za-z0-9:_-]+$/)

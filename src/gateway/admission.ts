@@ -6,9 +6,9 @@ import { makeIdentity, resolveIdentity } from '../quota/policy.js';
 import type { Identity } from '../quota/policy.js';
 import {
   nostrRejection,
+  quotaProblem,
   rateLimitHeaders,
-  rateLimitedProblem,
-  unavailableProblem,
+  storeUnavailableProblem,
 } from '../quota/responses.js';
 import type { Problem } from '../quota/responses.js';
 import { StoreError } from '../store/index.js';
@@ -128,7 +128,7 @@ export class Admission {
     const node = ctx.pool.pick(identity.key);
     if (!node) {
       return answer(
-        { ...unavailableProblem(), detail: 'no relay node is available' },
+        problemOf(503, 'no-relay', 'Service Unavailable', 'no relay node is available'),
         { 'retry-after': '1' },
       );
     }
@@ -142,12 +142,12 @@ export class Admission {
     });
     if (!decided) return { action: 'forward', node, target, headers: {} };
     const decision = this.judged(decided, identity, cls, node.id);
-    const headers = rateLimitHeaders(decision);
+    const headers = rateLimitHeaders(decision, ctx.config.quotas.headers);
     if (decision.admitted) return { action: 'forward', node, target, headers };
     // A quota store failure in fail-closed mode is our problem, not the client's: 503, never 429.
     return decision.outcome === 'error'
-      ? answer(unavailableProblem(), { 'retry-after': '1' })
-      : answer(rateLimitedProblem(decision), headers);
+      ? answer(storeUnavailableProblem(), { 'retry-after': '1' })
+      : answer(quotaProblem(decision), headers);
   }
 
   async frame(conn: ConnectionFacts, data: Buffer, isBinary: boolean): Promise<FrameVerdict> {
