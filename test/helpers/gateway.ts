@@ -51,17 +51,20 @@ export async function startGateway(
 
 /**
  * A reference relay (node id relay-a) and a gateway process in front of it (iovalkey on
- * standalone, `settings` over startGateway's), for the enclosing suite: started before its
+ * standalone, `settings` over startGateway's; the relay takes `relayArgs`), for the enclosing suite: started before its
  * first test, stopped after its last.
  */
-export function suiteRelayAndGateway(settings: Record<string, unknown>): {
+export function suiteRelayAndGateway(
+  settings: Record<string, unknown>,
+  relayArgs: string[] = [],
+): {
   relay(): RelayProcess;
   gw(): GatewayUnderTest;
 } {
   let relay: RelayProcess | undefined;
   let gw: GatewayUnderTest | undefined;
   before(async () => {
-    relay = await startRelay({ nodeId: 'relay-a' });
+    relay = await startRelay({ nodeId: 'relay-a', extraArgs: relayArgs });
     gw = await startGateway(
       'iovalkey',
       'standalone',
