@@ -3,7 +3,10 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { ConfigError, loadGatewayConfig } from '../src/config/load.js';
+import { ConfigError, loadGatewayConfig, validateGatewayConfig } from '../src/config/load.js';
+import { GatewayConfigSchema } from '../src/config/schema.js';
+import { closestKey, editDistance, objectsOf } from '../src/config/unknown-keys.js';
+import { sluice } from './helpers/cli.js';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'sluice-config-'));
 function file(name: string, text: string): string {
@@ -139,5 +142,111 @@ describe('gateway configuration', { timeout: 30_000 }, () => {
     );
     const ftp = file('ftp.yaml', minimal.replace('http://127.0.0.1:7001', 'ftp://x'));
     assert.throws(() => loadGatewayConfig({ file: ftp, env: {} }), /upstreams\.0\.url/);
+  });
+});
+
+/** The message a configuration is refused with. */
+function refusal(load: () => unknown): string {
+  try {
+    load();
+  } catch (err) {
+    assert.ok(err instanceof ConfigError, String(err));
+    return err.message;
+  }
+  assert.fail('the configuration was accepted');
+}
+
+describe('unknown configuration keys', { timeout: 60_000 }, () => {
+  it('every object of the schema refuses keys it does not know', () => {
+    const loose = objectsOf(GatewayConfigSchema).filter((o) => !o.strict);
+    assert.deepEqual(
+      loose.map((o) => o.path || '(top level)'),
+      [],
+      'use z.strictObject for these sections',
+    );
+  });
+
+  it('names a misspelt key by its full path, with the key probably meant', () => {
+    const message = refusal(() =>
+      loadGatewayConfig({
+        file: file('typo.yaml', minimal + 'quotas:\n  inMemoryBlok: false\n'),
+        env: {},
+      }),
+    );
+    assert.match(message, /unknown key quotas\.inMemoryBlok: did you mean inMemoryBlock\?/);
+  });
+
+  it('finds unknown keys at every depth: top level, maps of tiers, lists of routes', () => {
+    const message = refusal(() =>
+      validateGatewayConfig({
+        admin: { token: '0123456789abcdef' },
+        upstreams: [{ id: 'relay-a', url: 'http://127.0.0.1:7001', weight: 2 }],
+        qutoas: {},
+        quotas: {
+          tiers: { default: { write: { points: 1, windowSec: 1, burst: 5 } } },
+          routes: [{ path: '/x', class: 'write', costs: 3 }],
+        },
+      }),
+    );
+    assert.match(message, /unknown key qutoas: did you mean quotas\?/);
+    assert.match(message, /unknown key upstreams\.0\.weight\n/);
+    assert.match(message, /unknown key quotas\.tiers\.default\.write\.burst\n/);
+    assert.match(message, /unknown key quotas\.routes\.0\.costs: did you mean cost\?/);
+  });
+
+  it('points a setting put in the wrong section to where it belongs', () => {
+    const message = refusal(() =>
+      loadGatewayConfig({
+        file: file('place.yaml', minimal + 'quotas:\n  maxFrameBytes: 1\n'),
+        env: {},
+      }),
+    );
+    assert.match(
+      message,
+      /unknown key quotas\.maxFrameBytes: did you mean limits\.maxFrameBytes\?/,
+    );
+  });
+
+  it('names the environment variable or flag that set an unknown key', () => {
+    const message = refusal(() =>
+      loadGatewayConfig({
+        file: file('env-typo.yaml', minimal),
+        env: { SLUICE__limits__maxFrameByte: '1024' },
+        overrides: { 'pressure.enable': true },
+      }),
+    );
+    assert.match(
+      message,
+      /unknown key limits\.maxFrameByte: did you mean maxFrameBytes\? \(from SLUICE__limits__maxFrameByte\)/,
+    );
+    assert.match(
+      message,
+      /unknown key pressure\.enable: did you mean enabled\? \(from --set pressure\.enable\)/,
+    );
+  });
+
+  it('still accepts the deprecated nostr.verifySignatures', () => {
+    const cfg = loadGatewayConfig({
+      file: file('dep.yaml', minimal + 'nostr:\n  verifySignatures: true\n'),
+      env: {},
+    });
+    assert.equal(cfg.nostr.verify, 'always');
+  });
+
+  it('suggests only keys within a slip of the one written', () => {
+    assert.equal(editDistance('inMemoryBlok', 'inMemoryBlock'), 1);
+    assert.equal(editDistance('prot', 'port'), 1, 'two neighbours swapped are one edit');
+    assert.equal(closestKey('LISTEN', ['listen', 'admin']), 'listen', 'case does not count');
+    assert.equal(closestKey('colour', ['mode', 'tiers']), undefined);
+    assert.equal(closestKey('pots', ['points', 'port']), undefined, 'two edits in four letters');
+    assert.equal(closestKey('windowSecs', ['points', 'windowSec']), 'windowSec');
+  });
+
+  it('the gateway CLI refuses to start on a typo, naming it, with exit status 1', () => {
+    const typo = file('cli-typo.yaml', minimal + 'quotas:\n  inMemoryBlok: false\n');
+    const res = sluice(['gateway', '--config', typo], { ...process.env, SLUICE_ADMIN_TOKEN: '' });
+    assert.equal(res.status, 1, res.stderr);
+    assert.match(res.stderr, /unknown key quotas\.inMemoryBlok: did you mean inMemoryBlock\?/);
+    assert.doesNotMatch(res.stdout, /gateway ready/);
   });
 });

@@ -126,7 +126,7 @@ describe('Valkey failure during operation', { timeout: 120_000 }, () => {
       await stopInstance(valkey, quiet, env);
       const res = await write(gw, freshClient(), 1);
       assert.equal(res.status, 503);
-      assert.match(res.body, /temporarily-reduced-capacity/);
+      assert.match(res.body, /quota-store-unavailable/);
       assert.equal((await request(`${gw.adminUrl}/readyz`)).status, 503);
     } finally {
       await gw.proc.stop();

@@ -1,26 +1,15 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
-import type { Event } from 'nostr-tools/pure';
+import { finalizeEvent, generateSecretKey } from 'nostr-tools/pure';
 import { matrix } from './helpers/env.js';
 import type { ClientKind, Topology } from '../src/store/index.js';
+import { addressSource, freshAuthor } from './helpers/clients.js';
 import { NostrClient, request, startGateway } from './helpers/gateway.js';
 import type { GatewayUnderTest } from './helpers/gateway.js';
 import { startRelay } from './helpers/processes.js';
 import type { SluiceProcess } from './helpers/processes.js';
 
-/** A fresh author for each test, so counts at the relays belong to that test alone. */
-function author() {
-  const sk = generateSecretKey();
-  return {
-    pubkey: getPublicKey(sk),
-    event: (i: number): Event =>
-      finalizeEvent(
-        { kind: 1, created_at: Math.floor(Date.now() / 1000) - i, tags: [], content: `note ${i}` },
-        sk,
-      ),
-  };
-}
+const author = freshAuthor;
 
 let relays: SluiceProcess[] = [];
 let upstreams: { id: string; url: string }[] = [];
@@ -59,12 +48,8 @@ after(async () => {
   await Promise.all(relays.map((r) => r.stop()));
 });
 
-let source = 1;
 /** A loopback address no other test has used: a client of its own. */
-function freshClientAddress(): string {
-  source++;
-  return `127.0.${Math.floor(source / 250)}.${(source % 250) + 2}`;
-}
+const freshClientAddress = addressSource(0);
 
 /** A gateway process per describe, with counters of its own, stopped (cleanly) after it. */
 function gatewayFor(client: ClientKind, mode: Topology): () => GatewayUnderTest {

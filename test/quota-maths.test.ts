@@ -12,7 +12,7 @@ import {
   quantiseMultiplier,
   secondsUntil,
 } from '../src/quota/limits.js';
-import { nostrRejection, rateLimitHeaders, rateLimitedProblem } from '../src/quota/responses.js';
+import { nostrRejection, quotaProblem, rateLimitHeaders } from '../src/quota/responses.js';
 import type { QuotaDecision } from '../src/quota/decider.js';
 
 describe('effective limits', { timeout: 30_000 }, () => {
@@ -104,8 +104,10 @@ describe('rate-limit responses', { timeout: 30_000 }, () => {
   });
 
   it('describes the violated policy in a problem body', () => {
-    const body = rateLimitedProblem(limited);
+    const body = quotaProblem(limited);
     assert.equal(body.status, 429);
+    assert.equal(body.type, 'https://iana.org/assignments/http-problem-types#quota-exceeded');
+    assert.deepEqual(body['violated-policies'], ['writes']);
     assert.equal(body.retryAfter, 7);
     assert.match(body.detail, /5 per 10 s/);
   });

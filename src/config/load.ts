@@ -3,6 +3,7 @@ import { parse as parseYaml } from 'yaml';
 import { setPath, valueAt } from '../util/data.js';
 import { GatewayConfigSchema } from './schema.js';
 import { settingLabel } from './secrets.js';
+import { suggestionFor } from './unknown-keys.js';
 import type { GatewayConfig } from './schema.js';
 
 export class ConfigError extends Error {
@@ -32,26 +33,43 @@ export function loadGatewayConfig(sources: ConfigSources): GatewayConfig {
   const base = sources.file ? readConfigFile(sources.file) : {};
   const env = sources.env ?? process.env;
   const merged: Record<string, unknown> = structuredClone(base);
+  // Dotted path -> the variable or flag that set it, for errors about keys set there.
+  const origins = new Map<string, string>();
+  const set = (path: string, value: unknown, origin: string) => {
+    setPath(merged, path, value);
+    origins.set(path, origin);
+  };
   for (const [name, value] of Object.entries(env)) {
     if (value === undefined || value === '') continue;
-    if (ENV_ALIASES[name]) setPath(merged, ENV_ALIASES[name], parseScalar(value));
+    if (ENV_ALIASES[name]) set(ENV_ALIASES[name], parseScalar(value), name);
     else if (name.startsWith('SLUICE__')) {
-      setPath(merged, name.slice('SLUICE__'.length).split('__').join('.'), parseScalar(value));
+      set(name.slice('SLUICE__'.length).split('__').join('.'), parseScalar(value), name);
     }
   }
   for (const [path, value] of Object.entries(sources.overrides ?? {})) {
-    if (value !== undefined) setPath(merged, path, value);
+    if (value !== undefined) set(path, value, `--set ${path}`);
   }
-  return validateGatewayConfig(merged, sources.file);
+  return validateGatewayConfig(merged, sources.file, origins);
 }
 
-export function validateGatewayConfig(input: unknown, file?: string): GatewayConfig {
+/**
+ * Validate settings; every problem names its key. `origins` maps dotted paths to the
+ * environment variable or flag that set them, named in errors about keys under them.
+ */
+export function validateGatewayConfig(
+  input: unknown,
+  file?: string,
+  origins: ReadonlyMap<string, string> = new Map(),
+): GatewayConfig {
   const parsed = GatewayConfigSchema.safeParse(input);
   if (parsed.success) return parsed.data;
   const where = file ? ` (file ${file}, environment and flags)` : '';
   // Each problem names its setting and the value it got, except where either is a secret
   // (API keys, the admin token, the salt): errors end up in logs.
-  const lines = parsed.error.issues.map((issue) => {
+  const lines = parsed.error.issues.flatMap((issue) => {
+    if (issue.code === 'unrecognized_keys') {
+      return issue.keys.map((key) => unknownKeyLine(input, [...issue.path, key], origins));
+    }
     const label = settingLabel(issue.path, input);
     const got = valueAt(input, issue.path);
     const shown =
@@ -61,6 +79,27 @@ export function validateGatewayConfig(input: unknown, file?: string): GatewayCon
     return `  ${label.path || '(top level)'}: ${issue.message}${shown}`;
   });
   throw new ConfigError(`invalid gateway configuration${where}:\n${lines.join('\n')}`);
+}
+
+/**
+ * "unknown key quotas.inMemoryBlok: did you mean inMemoryBlock?": a misspelt or misplaced key
+ * would otherwise switch a setting off without a word.
+ */
+function unknownKeyLine(
+  input: unknown,
+  path: PropertyKey[],
+  origins: ReadonlyMap<string, string>,
+): string {
+  const label = settingLabel(path, input).path;
+  const key = String(path[path.length - 1]);
+  const meant = suggestionFor(GatewayConfigSchema, path.slice(0, -1), key);
+  const dotted = path.map(String).join('.');
+  const origin = [...origins].find(([p]) => dotted === p || dotted.startsWith(`${p}.`))?.[1];
+  return (
+    `  unknown key ${label}` +
+    (meant ? `: did you mean ${meant}?` : '') +
+    (origin ? ` (from ${origin})` : '')
+  );
 }
 
 function readConfigFile(file: string): Record<string, unknown> {

@@ -2,22 +2,38 @@ import { z } from 'zod';
 import { CLIENT_KINDS, TOPOLOGIES } from '../store/options.js';
 import { DEFAULT_KEY_SALT, isPlaceholderAdminToken } from './secrets.js';
 
+/*
+ * Every object here is strict (z.strictObject): an unknown key, a typo or a setting of a
+ * newer version, is an error that names it (see unknown-keys.ts), never silently dropped.
+ * test/config.test.ts fails on an object that is not.
+ */
+
 const hostPort = z.string().regex(/^(?:.+:)?\d{1,5}$/, 'expected "host:port"');
 const positiveInt = z.number().int().positive();
 
 export const QUOTA_CLASSES = ['write', 'read', 'exempt', 'deny'] as const;
 export type QuotaClass = (typeof QUOTA_CLASSES)[number];
 
-const Limit = z.object({
+const Limit = z.strictObject({
   points: z.number().int().min(0),
   windowSec: positiveInt,
 });
 export type Limit = z.infer<typeof Limit>;
 
-const Tier = z.object({
+/**
+ * enforce: over a limit is refused. shadow: decisions are computed, counted
+ * (outcome="shadow_limited"), logged (sampled) and sent in headers, and nothing is refused:
+ * a dry run of a new quota on live traffic.
+ */
+export const QUOTA_MODES = ['enforce', 'shadow'] as const;
+export type QuotaMode = (typeof QUOTA_MODES)[number];
+
+const Tier = z.strictObject({
   write: Limit,
   /** Reads are free unless a tier gives them a limit. */
   read: Limit.optional(),
+  /** This tier's mode; absent, the tier follows quotas.mode. */
+  mode: z.enum(QUOTA_MODES).optional(),
 });
 export type Tier = z.infer<typeof Tier>;
 
@@ -34,7 +50,7 @@ export const DEFAULT_DENY_PATHS = ['/admin', '/stats', '/metrics'];
  */
 export const DEFAULT_MAX_TRACKED_CLIENTS = 10_000;
 
-const Route = z.object({
+const Route = z.strictObject({
   /**
    * Path prefix the route applies to ("/events" matches "/events" and "/events/x"), matched
    * against the path as the relay reads it (percent-decoded, dot segments resolved).
@@ -50,7 +66,7 @@ const Route = z.object({
 });
 export type Route = z.infer<typeof Route>;
 
-const Upstream = z.object({
+const Upstream = z.strictObject({
   /** The node id its pressure feed publishes under. */
   id: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'letters, digits, _ . - (at most 64)'),
   url: z.url({ protocol: /^https?$/ }),
@@ -87,21 +103,21 @@ function deprecatedVerifySignatures(value: unknown, ctx: z.core.$RefinementCtx):
 }
 
 export const GatewayConfigSchema = z
-  .object({
+  .strictObject({
     listen: z
-      .object({
+      .strictObject({
         host: z.string().default('127.0.0.1'),
         port: z.number().int().min(0).max(65535).default(8080),
       })
       .prefault({}),
-    admin: z.object({
+    admin: z.strictObject({
       host: z.string().default('127.0.0.1'),
       port: z.number().int().min(0).max(65535).default(8081),
       /** Bearer token for /admin/*; required (from the file, SLUICE_ADMIN_TOKEN or --admin-token). */
       token: z.string().min(16, 'the admin token must have at least 16 characters'),
     }),
     valkey: z
-      .object({
+      .strictObject({
         client: z.enum(CLIENT_KINDS).default('valkey-glide'),
         mode: z.enum(TOPOLOGIES).default('standalone'),
         nodes: z.array(hostPort).min(1).default(['127.0.0.1:6379']),
@@ -114,7 +130,7 @@ export const GatewayConfigSchema = z
     /** sticky: a client's writes go to one node (by its hash); round-robin: spread them. */
     routing: z.enum(['sticky', 'round-robin']).default('sticky'),
     healthCheck: z
-      .object({
+      .strictObject({
         path: z.string().startsWith('/').default('/healthz'),
         intervalMs: positiveInt.default(2000),
         timeoutMs: positiveInt.default(1000),
@@ -125,7 +141,7 @@ export const GatewayConfigSchema = z
     /** Peers (IPs or CIDRs) whose X-Forwarded-For is believed. Nobody by default. */
     trustedProxies: z.array(z.string()).default([]),
     identity: z
-      .object({
+      .strictObject({
         order: z.array(z.enum(IDENTITY_SOURCES)).min(1).default(['apiKey', 'pubkey', 'ip']),
         apiKeyHeader: z
           .string()
@@ -143,9 +159,20 @@ export const GatewayConfigSchema = z
       })
       .prefault({}),
     quotas: z
-      .object({
+      .strictObject({
         /** Off: a plain proxy (the benchmark's ceiling). */
         enabled: z.boolean().default(true),
+        /** enforce, or shadow: count and report who would be limited, refuse nobody. */
+        mode: z.enum(QUOTA_MODES).default('enforce'),
+        headers: z
+          .strictObject({
+            /**
+             * Also send X-RateLimit-Limit, -Remaining and -Reset (seconds from now), for
+             * clients that read only those; RateLimit-Policy and RateLimit are always sent.
+             */
+            legacy: z.boolean().default(false),
+          })
+          .prefault({}),
         keyPrefix: z
           .string()
           .regex(/^[A-Za-z0-9:_-]+$/)
@@ -193,7 +220,7 @@ export const GatewayConfigSchema = z
       .prefault({}),
     /** Adaptive multipliers from the pressure feeds (off: every node stays at 1.0). */
     pressure: z
-      .object({
+      .strictObject({
         enabled: z.boolean().default(false),
         /** Used at cold start and when a feed goes stale: neither 1 (unsafe) nor 0 (an outage). */
         safeMultiplier: z.number().gt(0).lt(1).default(0.5),
@@ -212,7 +239,7 @@ export const GatewayConfigSchema = z
       })
       .prefault({}),
     limits: z
-      .object({
+      .strictObject({
         maxFrameBytes: positiveInt.default(128 * 1024),
         maxBodyBytes: positiveInt.default(1024 * 1024),
         /** Client frames waiting for a decision before the socket is paused. */
@@ -250,7 +277,7 @@ export const GatewayConfigSchema = z
     nostr: z
       .preprocess(
         deprecatedVerifySignatures,
-        z.object({
+        z.strictObject({
           /**
            * Who checks EVENT signatures: `auto`, the gateway, only where something needs the
            * author (the pubkey identity, with quotas on), before the relay sees the event;
@@ -267,7 +294,7 @@ export const GatewayConfigSchema = z
       )
       .prefault({}),
     logging: z
-      .object({
+      .strictObject({
         level: z
           .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
           .default('info'),

@@ -8,6 +8,7 @@ import {
   lawParamsKey,
   lawParamsProblem,
 } from '../pressure/laws/law-params.js';
+import { QUOTA_MODES } from '../config/schema.js';
 import { makeIdentity } from '../quota/policy.js';
 import type { GatewayContext } from './context.js';
 
@@ -15,13 +16,20 @@ const LimitBody = z.object({
   points: z.number().int().min(0),
   windowSec: z.number().int().positive(),
 });
-/** POST /admin/flow-control: change base quotas and per-node multipliers (not persisted). */
+/** POST /admin/flow-control: change base quotas, modes and per-node multipliers (not persisted). */
 const FlowControlChange = z
   .object({
     tiers: z
       .record(
         z.string(),
-        z.object({ write: LimitBody.optional(), read: LimitBody.nullable().optional() }).strict(),
+        z
+          .object({
+            write: LimitBody.optional(),
+            read: LimitBody.nullable().optional(),
+            /** The tier's own mode; null: it follows the global mode again. */
+            mode: z.enum(QUOTA_MODES).nullable().optional(),
+          })
+          .strict(),
       )
       .optional(),
     /** A static multiplier per node; null hands the node back to its feed. */
@@ -29,6 +37,8 @@ const FlowControlChange = z
       .record(z.string(), z.object({ multiplier: z.number().min(0).max(1).nullable() }).strict())
       .optional(),
     adaptation: z.object({ enabled: z.boolean() }).strict().optional(),
+    /** enforce or shadow, for every tier without a mode of its own. */
+    mode: z.enum(QUOTA_MODES).optional(),
     /** Parameters for the feeds' control law ({} restores the defaults); feeds pick them up within ~10 ticks. */
     law: z
       .object({ nodes: z.array(z.string()).optional(), params: LawParamsSchema })
@@ -178,7 +188,9 @@ function applyFlowControl(ctx: GatewayContext, change: FlowControlChange): void 
   for (const [tier, limits] of Object.entries(change.tiers ?? {})) {
     if (limits.write) ctx.policy.setLimit(tier, 'write', limits.write);
     if (limits.read !== undefined) ctx.policy.setLimit(tier, 'read', limits.read ?? undefined);
+    if (limits.mode !== undefined) ctx.policy.setTierMode(tier, limits.mode ?? undefined);
   }
+  if (change.mode) ctx.policy.setMode(change.mode);
   for (const [node, { multiplier }] of Object.entries(change.nodes ?? {})) {
     ctx.board.setOverride(node, multiplier);
   }
@@ -305,6 +317,7 @@ function flowControlState(ctx: GatewayContext) {
     ),
     adaptation: { enabled: ctx.board.isAdaptive, feeds: ctx.config.pressure.enabled },
     quotas: {
+      mode: ctx.policy.mode,
       onStoreFailure: ctx.config.quotas.onStoreFailure,
       gateways: ctx.config.quotas.gateways,
       inMemoryBlock: ctx.config.quotas.inMemoryBlock,

@@ -1,16 +1,18 @@
 import type { Event } from 'nostr-tools/pure';
 import type { QuotaDecision } from '../quota/decider.js';
+import { SHADOW_LOG_INTERVAL_MS, shadowed } from '../quota/shadow.js';
 import { boundIdentityKeys, identityKeys } from '../quota/identity-keys.js';
 import { makeIdentity, resolveIdentity } from '../quota/policy.js';
 import type { Identity } from '../quota/policy.js';
 import {
   nostrRejection,
+  quotaProblem,
   rateLimitHeaders,
-  rateLimitedProblem,
-  unavailableProblem,
+  storeUnavailableProblem,
 } from '../quota/responses.js';
 import type { Problem } from '../quota/responses.js';
 import { StoreError } from '../store/index.js';
+import { IntervalSampler } from '../util/sampler.js';
 import { WindowCounters } from '../util/window-counters.js';
 import type { GatewayContext } from './context.js';
 import { recordDecision } from './context.js';
@@ -78,6 +80,8 @@ function problemOf(status: number, type: string, title: string, detail: string):
 export class Admission {
   /** Frames per source address in the current second, for the most recent addresses. */
   private readonly frameRate: WindowCounters;
+  /** Shadow-mode refusals reach the log at most once a second, each line with its count. */
+  private readonly shadowLog = new IntervalSampler(SHADOW_LOG_INTERVAL_MS);
 
   constructor(private readonly ctx: GatewayContext) {
     const { maxTrackedClients } = ctx.config.limits;
@@ -124,26 +128,26 @@ export class Admission {
     const node = ctx.pool.pick(identity.key);
     if (!node) {
       return answer(
-        { ...unavailableProblem(), detail: 'no relay node is available' },
+        problemOf(503, 'no-relay', 'Service Unavailable', 'no relay node is available'),
         { 'retry-after': '1' },
       );
     }
     if (cls === 'exempt') return { action: 'forward', node, target, headers: {} };
-    const decision = await ctx.decider.decide({
+    const decided = await ctx.decider.decide({
       identity,
       ip: facts.ip,
       cls,
       cost,
       nodeId: node.id,
     });
-    if (!decision) return { action: 'forward', node, target, headers: {} };
-    recordDecision(ctx, decision, cls, node.id);
-    const headers = rateLimitHeaders(decision);
+    if (!decided) return { action: 'forward', node, target, headers: {} };
+    const decision = this.judged(decided, identity, cls, node.id);
+    const headers = rateLimitHeaders(decision, ctx.config.quotas.headers);
     if (decision.admitted) return { action: 'forward', node, target, headers };
     // A quota store failure in fail-closed mode is our problem, not the client's: 503, never 429.
     return decision.outcome === 'error'
-      ? answer(unavailableProblem(), { 'retry-after': '1' })
-      : answer(rateLimitedProblem(decision), headers);
+      ? answer(storeUnavailableProblem(), { 'retry-after': '1' })
+      : answer(quotaProblem(decision), headers);
   }
 
   async frame(conn: ConnectionFacts, data: Buffer, isBinary: boolean): Promise<FrameVerdict> {
@@ -245,9 +249,11 @@ export class Admission {
       cls: 'write',
       nodeId: conn.nodeId,
     });
-    if (!known) return { forward: true, chargeOnAccept: { id: event.id, author } };
-    recordDecision(ctx, known, 'write', conn.nodeId);
-    return { forward: false, reply: ['OK', event.id, false, nostrRejection(known)] };
+    const chargeOnAccept = { id: event.id, author };
+    if (!known) return { forward: true, chargeOnAccept };
+    const judged = this.judged(known, author, 'write', conn.nodeId);
+    if (judged.admitted) return { forward: true, chargeOnAccept };
+    return { forward: false, reply: ['OK', event.id, false, nostrRejection(judged)] };
   }
 
   /**
@@ -285,16 +291,54 @@ export class Admission {
     conn: ConnectionFacts,
     cls: 'write' | 'read',
   ): Promise<string | undefined> {
-    const decision: QuotaDecision | null = await this.ctx.decider.decide({
+    const decided = await this.ctx.decider.decide({
       identity,
       ip: conn.ip,
       cls,
       cost: 1,
       nodeId: conn.nodeId,
     });
-    if (!decision) return undefined;
-    recordDecision(this.ctx, decision, cls, conn.nodeId);
+    if (!decided) return undefined;
+    const decision = this.judged(decided, identity, cls, conn.nodeId);
     return decision.admitted ? undefined : nostrRejection(decision);
+  }
+
+  /**
+   * The decision as the identity's tier applies it (a refusal under shadow mode admits,
+   * marked shadow_limited), counted, and in shadow mode sampled to the log.
+   */
+  private judged(
+    decision: QuotaDecision,
+    identity: Identity,
+    cls: 'write' | 'read',
+    nodeId: string,
+  ): QuotaDecision {
+    const { ctx } = this;
+    const judged =
+      decision.admitted || ctx.policy.modeOf(identity.tier) === 'enforce'
+        ? decision
+        : shadowed(decision);
+    recordDecision(ctx, judged, cls, nodeId);
+    if (judged.outcome === 'shadow_limited') {
+      const count = this.shadowLog.take();
+      if (count > 0) {
+        // The identity's hash, never the identity: logs are read by many.
+        ctx.log.info(
+          {
+            identity: identity.source,
+            key: identity.key,
+            tier: identity.tier,
+            class: cls,
+            node: nodeId,
+            limit: judged.limit,
+            windowSec: judged.windowSec,
+            shadowLimited: count,
+          },
+          `shadow mode: would have refused (${count} since the last line)`,
+        );
+      }
+    }
+    return judged;
   }
 
   private withinFrameRate(ip: string): Promise<boolean> {

@@ -4,6 +4,12 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Problem } from '../quota/responses.js';
 import type { GatewayContext } from './context.js';
 import { forwardToRelay } from './http-forward.js';
+import {
+  RELAY_INFO_TIMEOUT_MS,
+  RelayInfoSource,
+  relayInfoAnswer,
+  wantsRelayInfo,
+} from './relay-info.js';
 import { UPSTREAM_POOL, boundedBody } from './upstream-io.js';
 
 function sendProblem(reply: FastifyReply, problem: Problem, headers: Record<string, string> = {}) {
@@ -27,6 +33,7 @@ export async function registerHttpProxy(app: FastifyInstance, ctx: GatewayContex
     done(null, payload.pipe(boundedBody(limits.maxBodyBytes)));
   });
 
+  const relayInfo = new RelayInfoSource(Math.min(RELAY_INFO_TIMEOUT_MS, limits.upstreamTimeoutMs));
   const handler = async (request: FastifyRequest, reply: FastifyReply) => {
     const verdict = await ctx.admission.http({
       method: request.method,
@@ -36,6 +43,12 @@ export async function registerHttpProxy(app: FastifyInstance, ctx: GatewayContex
       contentLength: Number(request.headers['content-length'] ?? 0),
     });
     if (verdict.action === 'answer') return sendProblem(reply, verdict.problem, verdict.headers);
+    // NIP-11: the relay's document with the gateway's limits, admitted as any read.
+    if (wantsRelayInfo(request.method, request.headers)) {
+      const info = await relayInfoAnswer(ctx, relayInfo, verdict);
+      if (info.status === 502) return sendProblem(reply, info.problem, info.headers);
+      return reply.code(200).headers(info.headers).send(info.body);
+    }
     return forwardToRelay(ctx, request, reply, verdict);
   };
   app.all('/', handler);

@@ -5,7 +5,7 @@ import type { UpstreamPool } from './upstreams.js';
 /** The gateway's counters by name: what each counts. */
 const COUNTER_HELP = {
   sluice_decisions_total:
-    'Quota decisions by outcome (allowed, limited, insured, error), class and node',
+    'Quota decisions by outcome (allowed, limited, shadow_limited: refused by the quota, admitted by shadow mode, insured, error), class and node',
   sluice_frames_total:
     'Client WebSocket frames by type (EVENT, REQ, CLOSE, AUTH, COUNT, OTHER, MALFORMED, OVERSIZED)',
   sluice_upstream_errors_total: 'Requests or connections that failed to reach a relay node',

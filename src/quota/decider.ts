@@ -13,8 +13,9 @@ import type { Identity, Policy } from './policy.js';
 /**
  * allowed / limited: Valkey decided. insured: Valkey failed and the in-memory share decided.
  * error: Valkey failed and the configured failure mode (open or closed) decided.
+ * shadow_limited: refused by the quota, admitted by shadow mode (set by quota/shadow.ts).
  */
-export type Outcome = 'allowed' | 'limited' | 'insured' | 'error';
+export type Outcome = 'allowed' | 'limited' | 'insured' | 'error' | 'shadow_limited';
 
 export interface QuotaRequest {
   identity: Identity;

@@ -1,5 +1,12 @@
 import { createHash } from 'node:crypto';
-import type { GatewayConfig, IdentitySource, Limit, QuotaClass, Tier } from '../config/schema.js';
+import type {
+  GatewayConfig,
+  IdentitySource,
+  Limit,
+  QuotaClass,
+  QuotaMode,
+  Tier,
+} from '../config/schema.js';
 import type { ClientKey } from '../store/keys.js';
 import { identityKeys } from './identity-keys.js';
 
@@ -37,12 +44,15 @@ export class Policy {
   private allow: Set<string>;
   /** quotas.denyPaths, lower-cased and without trailing slashes. */
   private denied: string[];
+  /** quotas.mode, or what the admin endpoint set since. */
+  private globalMode: QuotaMode;
 
   constructor(settings: QuotaSettings) {
     this.settings = settings;
     this.tiers = structuredClone(settings.tiers);
     this.allow = new Set(settings.allowList);
     this.denied = deniedPrefixes(settings.denyPaths);
+    this.globalMode = settings.mode;
   }
 
   /** Replace everything from a reloaded configuration. */
@@ -51,6 +61,7 @@ export class Policy {
     this.tiers = structuredClone(settings.tiers);
     this.allow = new Set(settings.allowList);
     this.denied = deniedPrefixes(settings.denyPaths);
+    this.globalMode = settings.mode;
   }
 
   /**
@@ -96,6 +107,30 @@ export class Policy {
     if (cls === 'exempt' || cls === 'deny') return undefined;
     const t = this.tiers[tier] ?? this.tiers[this.settings.defaultTier]!;
     return cls === 'write' ? t.write : t.read;
+  }
+
+  /** The mode of every tier that sets none of its own. */
+  get mode(): QuotaMode {
+    return this.globalMode;
+  }
+
+  /** Whether over-limit requests of a tier are refused (enforce) or only reported (shadow). */
+  modeOf(tier: string): QuotaMode {
+    const t = this.tiers[tier] ?? this.tiers[this.settings.defaultTier];
+    return t?.mode ?? this.globalMode;
+  }
+
+  /** Change the global mode at runtime (not persisted). */
+  setMode(mode: QuotaMode): void {
+    this.globalMode = mode;
+  }
+
+  /** Give a tier a mode of its own at runtime (not persisted); undefined: follow the global one. */
+  setTierMode(tier: string, mode: QuotaMode | undefined): void {
+    const t = this.tiers[tier];
+    if (!t) throw new RangeError(`unknown tier "${tier}"`);
+    if (mode) t.mode = mode;
+    else delete t.mode;
   }
 
   tierNames(): string[] {

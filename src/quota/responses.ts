@@ -1,16 +1,46 @@
 import type { QuotaDecision } from './decider.js';
 
 /**
- * RateLimit-Policy and RateLimit as structured-field lists (IETF httpapi ratelimit-headers,
- * revisions 08-10): the policy name, q quota, w window, r remaining, t seconds until more.
- * The limit shown is the effective one (base x multiplier): servers may lower it at will.
+ * What clients are told of quotas, in one module: the header fields and problem types of
+ * draft-ietf-httpapi-ratelimit-headers-11 (revisions 08-11 share the syntax; a later one may
+ * rename parameters, and this is the one place to follow it), and the NIP-01 OK messages.
  */
-export function rateLimitHeaders(d: QuotaDecision): Record<string, string> {
+
+/** Problem types registered by the draft (in IANA's HTTP Problem Types registry). */
+const PROBLEM_TYPES = 'https://iana.org/assignments/http-problem-types';
+export const QUOTA_EXCEEDED = `${PROBLEM_TYPES}#quota-exceeded`;
+export const TEMPORARY_REDUCED_CAPACITY = `${PROBLEM_TYPES}#temporary-reduced-capacity`;
+
+export interface HeaderOptions {
+  /** Also send X-RateLimit-Limit / -Remaining / -Reset (quotas.headers.legacy). */
+  legacy?: boolean;
+}
+
+/** Seconds a refused client is asked to wait: never earlier than `t`, and at least 1. */
+export function retryAfterSec(d: QuotaDecision): number {
+  return Math.max(1, d.resetSec);
+}
+
+/**
+ * RateLimit-Policy and RateLimit as structured-field lists: the policy name, q quota, w
+ * window, r remaining, t seconds until more. The limit shown is the effective one (base x
+ * multiplier): servers may lower it at will. The legacy X-RateLimit-* fields carry the same
+ * numbers (Reset in seconds from now, as t).
+ */
+export function rateLimitHeaders(
+  d: QuotaDecision,
+  options: HeaderOptions = {},
+): Record<string, string> {
   const headers: Record<string, string> = {
     'ratelimit-policy': `"${d.policy}";q=${d.limit};w=${d.windowSec}`,
     ratelimit: `"${d.policy}";r=${d.remaining};t=${d.resetSec}`,
   };
-  if (!d.admitted) headers['retry-after'] = String(Math.max(1, d.resetSec));
+  if (!d.admitted) headers['retry-after'] = String(retryAfterSec(d));
+  if (options.legacy) {
+    headers['x-ratelimit-limit'] = String(d.limit);
+    headers['x-ratelimit-remaining'] = String(d.remaining);
+    headers['x-ratelimit-reset'] = String(d.resetSec);
+  }
   return headers;
 }
 
@@ -19,27 +49,44 @@ export interface Problem {
   title: string;
   status: number;
   detail: string;
-  policy?: string;
+  /** The draft's extension member: names of the policies whose quota was exceeded. */
+  'violated-policies'?: string[];
   retryAfter?: number;
 }
 
-/** The application/problem+json body of a 429. */
-export function rateLimitedProblem(d: QuotaDecision): Problem {
+/** A write refused because the node's pressure multiplier is 0: no quota is left for anyone. */
+export function isCapacityRefusal(d: QuotaDecision): boolean {
+  return !d.admitted && d.outcome !== 'error' && d.multiplier === 0;
+}
+
+/** The application/problem+json body of a refusal by quota: 429, or 503 at multiplier 0. */
+export function quotaProblem(d: QuotaDecision): Problem {
   const noun = d.policy === 'writes' ? 'write' : 'read';
+  const retryAfter = retryAfterSec(d);
+  if (isCapacityRefusal(d)) {
+    return {
+      type: TEMPORARY_REDUCED_CAPACITY,
+      title: 'Service Unavailable',
+      status: 503,
+      detail: `the relay node is short of capacity and takes no ${noun}s now; retry in ${retryAfter} s`,
+      'violated-policies': [d.policy],
+      retryAfter,
+    };
+  }
   return {
-    type: 'urn:sluice:problem:rate-limited',
+    type: QUOTA_EXCEEDED,
     title: 'Too Many Requests',
     status: 429,
-    detail: `${noun} quota of ${d.limit} per ${d.windowSec} s used up for this client; retry in ${Math.max(1, d.resetSec)} s`,
-    policy: d.policy,
-    retryAfter: Math.max(1, d.resetSec),
+    detail: `${noun} quota of ${d.limit} per ${d.windowSec} s used up for this client; retry in ${retryAfter} s`,
+    'violated-policies': [d.policy],
+    retryAfter,
   };
 }
 
 /** The body of a 503 when quotas cannot be checked and the gateway fails closed. */
-export function unavailableProblem(): Problem {
+export function storeUnavailableProblem(): Problem {
   return {
-    type: 'urn:sluice:problem:temporarily-reduced-capacity',
+    type: 'urn:sluice:problem:quota-store-unavailable',
     title: 'Service Unavailable',
     status: 503,
     detail: 'quotas cannot be checked right now (the quota store is unreachable); retry shortly',
@@ -50,5 +97,9 @@ export function unavailableProblem(): Problem {
 /** The NIP-01 OK message of a rejected EVENT: machine-readable prefix, then when to retry. */
 export function nostrRejection(d: QuotaDecision): string {
   if (d.outcome === 'error') return 'error: quotas cannot be checked right now; retry shortly';
-  return `rate-limited: write quota of ${d.limit} per ${d.windowSec}s used up; retry in ${Math.max(1, d.resetSec)}s`;
+  const retry = retryAfterSec(d);
+  if (isCapacityRefusal(d)) {
+    return `rate-limited: the relay is short of capacity and takes no writes now; retry in ${retry}s`;
+  }
+  return `rate-limited: write quota of ${d.limit} per ${d.windowSec}s used up; retry in ${retry}s`;
 }

@@ -6,8 +6,9 @@ import { WebSocket } from 'ws';
 import type { ClientKind, Topology } from '../../src/store/index.js';
 import { nodesFor } from './env.js';
 import { startGateway as startGatewayProcess } from '../../src/harness/processes.js';
-import { stoppedAfterFile } from './processes.js';
-import type { SluiceProcess } from './processes.js';
+import { after, before } from 'node:test';
+import { startRelay, stoppedAfterFile } from './processes.js';
+import type { RelayProcess, SluiceProcess } from './processes.js';
 
 export const ADMIN_TOKEN = 'test-admin-token-0123456789';
 
@@ -46,6 +47,40 @@ export async function startGateway(
   };
   const gw = await startGatewayProcess(config, path.join(dir, 'gateway.json'));
   return { ...gw, proc: stoppedAfterFile(gw.proc) };
+}
+
+/**
+ * A reference relay (node id relay-a) and a gateway process in front of it (iovalkey on
+ * standalone, `settings` over startGateway's; the relay takes `relayArgs`), for the enclosing suite: started before its
+ * first test, stopped after its last.
+ */
+export function suiteRelayAndGateway(
+  settings: Record<string, unknown>,
+  relayArgs: string[] = [],
+): {
+  relay(): RelayProcess;
+  gw(): GatewayUnderTest;
+} {
+  let relay: RelayProcess | undefined;
+  let gw: GatewayUnderTest | undefined;
+  before(async () => {
+    relay = await startRelay({ nodeId: 'relay-a', extraArgs: relayArgs });
+    gw = await startGateway(
+      'iovalkey',
+      'standalone',
+      [{ id: 'relay-a', url: relay.url }],
+      settings,
+    );
+  });
+  after(async () => {
+    await gw?.proc.stop();
+    await relay?.stop();
+  });
+  const started = <T>(what: T | undefined): T => {
+    if (!what) throw new Error('the relay and gateway are not started yet');
+    return what;
+  };
+  return { relay: () => started(relay), gw: () => started(gw) };
 }
 
 export interface HttpResult {

@@ -13,7 +13,8 @@ export interface RecordedRequest {
  * but the health checks is recorded, and requests whose body is still arriving are counted
  * (until the body ends or the connection drops). Answers 200 once the body has ended, with
  * `x-hop` named in its Connection header (a hop-by-hop header the gateway must not pass on),
- * except under /hang, never answered; WebSocket upgrades are accepted and echo.
+ * except under /hang, never answered, /huge (a JSON document that does not end) and /not-json
+ * (HTML); WebSocket upgrades are accepted and echo.
  */
 export class RecordingUpstream {
   readonly requests: RecordedRequest[] = [];
@@ -67,6 +68,11 @@ export class RecordingUpstream {
     req.on('end', () => {
       settle();
       if (req.url?.startsWith('/hang')) return; // a relay that takes the request and never answers
+      if (req.url?.startsWith('/huge')) return endlessJson(res);
+      if (req.url?.startsWith('/not-json')) {
+        res.end('<html>not a relay document</html>');
+        return;
+      }
       res.setHeader('connection', 'keep-alive, x-hop');
       res.setHeader('x-hop', 'for the gateway only');
       res.setHeader('content-type', 'application/json');
@@ -74,4 +80,17 @@ export class RecordingUpstream {
     });
     req.resume();
   }
+}
+
+/** A JSON string streamed in 64 KiB chunks (no Content-Length) until the reader goes away. */
+function endlessJson(res: http.ServerResponse): void {
+  const chunk = 'x'.repeat(64 * 1024);
+  res.setHeader('content-type', 'application/nostr+json');
+  res.write('{"name":"');
+  const more = () => {
+    while (!res.destroyed && res.write(chunk));
+    if (!res.destroyed) res.once('drain', more);
+  };
+  res.once('close', () => res.off('drain', more));
+  more();
 }

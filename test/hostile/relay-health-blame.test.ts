@@ -6,13 +6,11 @@
  * still in rotation, other clients are served and the gateway is ready.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import { blameOf } from '../../src/gateway/upstream-io.js';
-import { request, startGateway } from '../helpers/gateway.js';
+import { request, suiteRelayAndGateway } from '../helpers/gateway.js';
 import type { GatewayUnderTest } from '../helpers/gateway.js';
 import { unusedPort } from '../helpers/env.js';
-import { startRelay } from '../helpers/processes.js';
-import type { RelayProcess } from '../helpers/processes.js';
 import { RawConnection } from '../helpers/raw-http.js';
 
 const PER_HEADER = 200;
@@ -63,23 +61,16 @@ async function metric(gw: GatewayUnderTest, name: string, label = ''): Promise<n
 }
 
 describe('only a relay’s own failures count against its health', { timeout: 120_000 }, () => {
-  let relay: RelayProcess;
-  let gw: GatewayUnderTest;
-
-  before(async () => {
-    relay = await startRelay({ nodeId: 'relay-a' });
-    gw = await startGateway('iovalkey', 'standalone', [{ id: 'relay-a', url: relay.url }], {
-      quotas: {
-        keyPrefix: `blame${Date.now().toString(36)}`,
-        tiers: { default: { write: { points: 10_000, windowSec: 60 } } },
-      },
-      limits: { maxBodyBytes: MAX_BODY },
-    });
+  const suite = suiteRelayAndGateway({
+    quotas: {
+      keyPrefix: `blame${Date.now().toString(36)}`,
+      tiers: { default: { write: { points: 10_000, windowSec: 60 } } },
+    },
+    limits: { maxBodyBytes: MAX_BODY },
   });
-
-  after(async () => {
-    await gw?.proc.stop();
-    await relay?.stop();
+  let gw: GatewayUnderTest;
+  before(() => {
+    gw = suite.gw();
   });
 
   for (const [i, attack] of CLIENT_REQUESTS.entries()) {
