@@ -207,7 +207,7 @@ export const GatewayConfigSchema = z
          * points leased here and unspent are the cost (see README, "Quota leases").
          */
         lease: z
-          .object({
+          .strictObject({
             enabled: z.boolean().default(false),
             /**
              * A key unused this long hands its unspent points back; a lease holds no more
