@@ -189,7 +189,7 @@ def valkey_round_trips(configs: list[Config]) -> list[Finding]:
     if parts:
         out.append(Finding("Valkey round trips", (
             "A round trip is one script call (EVAL, EVALSHA or FCALL) carrying a whole quota "
-            "check; commands executed (INFO commandstats on every primary, replication left out) "
+            "check (with +lease: a lease take, points for many writes); commands executed (INFO commandstats on every primary, replication left out) "
             "also count what the script runs inside Valkey, at no extra network cost. Per "
             "response, median over each implementation's configurations outside flood and the "
             "adaptive scenario:")))
@@ -234,8 +234,9 @@ def lease_accounting(configs: list[Config]) -> list[Finding]:
         return [Finding("Quota leases", (
             f"⚠ Over-admission: {fmt.plural(len(over), 'lease run')} admitted writes beyond the "
             f"points Valkey granted, which must never happen: {'; '.join(parts)}. There the "
-            f"gateway let through more than the quota allows; these runs' throughput is not a "
-            f"valid comparison until the lease accounting is mended."))]
+            f"gateway let through more than the quota allows; "
+            f"{'this run measures' if len(over) == 1 else 'these runs measure'} no valid "
+            f"throughput until the lease accounting is mended."))]
     n_cfgs = len({c.key for c, _ in accounted})
     text = (f"No lease run admitted a write beyond the points Valkey granted (over-admitted 0 "
             f"in all {fmt.plural(len(accounted), 'run')} with lease accounting, "
