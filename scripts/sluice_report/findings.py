@@ -189,8 +189,9 @@ def valkey_round_trips(configs: list[Config]) -> list[Finding]:
     if parts:
         out.append(Finding("Valkey round trips", (
             "A round trip is one script call (EVAL, EVALSHA or FCALL) carrying a whole quota "
-            "check (with +lease: a lease take, points for many writes); commands executed (INFO commandstats on every primary, replication left out) "
-            "also count what the script runs inside Valkey, at no extra network cost. Per "
+            "check (with +lease: a lease take, points for many writes); commands executed "
+            "(INFO commandstats on every primary, replication left out) also count what the "
+            "script runs inside Valkey, at no extra network cost. Per "
             "response, median over each implementation's configurations outside flood and the "
             "adaptive scenario:")))
         out += [Finding("Valkey round trips", t) for t in parts]

@@ -37,6 +37,18 @@ def _range(s: Spread, f=fmt.rate) -> str:
     return fmt.DASH if s.n < 2 else f"{f(s.min)}–{f(s.max)}"
 
 
+def _row_cls(c: Config) -> str:
+    return {"failed": "failed", "partial": "partial"}.get(c.status, "")
+
+
+def _status(c: Config) -> Cell:
+    return Cell(c.status, cls=f"status-{c.status}")
+
+
+def _ok_runs(c: Config) -> Cell:
+    return Cell(f"{len(c.ok)}/{len(c.runs)}", title=f"{len(c.failed)} failed")
+
+
 def _front_cpu(c: Config) -> Cell:
     for role in ("gateway", "peer"):
         s = c.cpu.get(role)
@@ -60,13 +72,13 @@ def summary_rows(configs: list[Config]) -> list[dict[str, Any]]:
         lat = {p: c.latency.get(p) for p in ("p50", "p90", "p99", "max")}
         cv_cls = "warn" if c.high_variance else ""
         rows.append({
-            "cls": {"failed": "failed", "partial": "partial"}.get(c.status, ""),
+            "cls": _row_cls(c),
             "cells": [
                 Cell(c.implementation, cls="name"),
                 Cell(c.workload_label
                      + ("" if c.in_memory_block is not False else " (no block)")),
                 Cell(str(c.connections)),
-                Cell(f"{len(c.ok)}/{len(c.runs)}", title=f"{len(c.failed)} failed"),
+                _ok_runs(c),
                 Cell(fmt.rate(c.req.median), cls="strong"),
                 Cell(_range(c.req)),
                 Cell(fmt.rate(c.req.stddev)),
@@ -86,7 +98,7 @@ def summary_rows(configs: list[Config]) -> list[dict[str, Any]]:
                 Cell(fmt.num(c.cmds_per_request.median), cls="muted"),
                 Cell(fmt.ratio(c.ratio_vs_quotas_off)),
                 Cell(fmt.ratio(c.ratio_vs_peer)),
-                Cell(c.status, cls=f"status-{c.status}"),
+                _status(c),
             ],
         })
     return rows
@@ -125,11 +137,11 @@ def adaptive_rows(configs: list[Config]) -> list[dict[str, Any]]:
             continue
         a = c.adaptive
         rows.append({
-            "cls": {"failed": "failed", "partial": "partial"}.get(c.status, ""),
+            "cls": _row_cls(c),
             "cells": [
                 Cell(LAW_LABELS.get(c.law or "", c.workload), cls="name"),
                 Cell(c.mode), Cell(c.implementation),
-                Cell(f"{len(c.ok)}/{len(c.runs)}"),
+                _ok_runs(c),
                 Cell(_med_range(a["peakUOverTarget"], fmt.ratio), cls="strong"),
                 Cell(_med_range(a["secondsAboveTarget"], fmt.seconds)),
                 Cell(_med_range(a["emergencyEntries"], fmt.count)),
@@ -138,7 +150,7 @@ def adaptive_rows(configs: list[Config]) -> list[dict[str, Any]]:
                 Cell(_med_range(a["uPeakToPeak"], fmt.ratio)),
                 Cell(f"{fmt.ms(a['propagationP50Ms'].median)} / {fmt.ms(a['propagationP99Ms'].median)}"),
                 Cell(fmt.rate(c.ok_per_s.median)),
-                Cell(c.status, cls=f"status-{c.status}"),
+                _status(c),
             ],
         })
     return rows
@@ -172,11 +184,11 @@ def lease_rows(configs: list[Config]) -> list[dict[str, Any]]:
         plain = find(configs, plain_of(c.implementation), scenario(c), c.duration_s)
         plain_trips = plain.round_trips_per_request.median if plain else None
         rows.append({
-            "cls": {"failed": "failed", "partial": "partial"}.get(c.status, ""),
+            "cls": _row_cls(c),
             "cells": [
                 Cell(c.implementation, cls="name"), Cell(c.mode), Cell(c.workload_label),
                 Cell(str(c.connections)),
-                Cell(f"{len(c.ok)}/{len(c.runs)}", title=f"{len(c.failed)} failed"),
+                _ok_runs(c),
                 Cell(fmt.rate(c.req.median), cls="strong"),
                 Cell(fmt.ratio(c.ratio_vs_quotas_off)),
                 Cell(fmt.ratio(c.ratio_vs_peer)),
@@ -186,7 +198,7 @@ def lease_rows(configs: list[Config]) -> list[dict[str, Any]]:
                      else f"no {plain_of(c.implementation)} runs in this scenario"),
                 _over_admitted(c),
                 Cell(_med_range(c.lease_unspent_share, fmt.pct)),
-                Cell(c.status, cls=f"status-{c.status}"),
+                _status(c),
             ],
         })
     return rows
