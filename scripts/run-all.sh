@@ -71,7 +71,7 @@ need() { [ "$#" -ge 2 ] && [ -n "$2" ] || die "$1 needs a value (see --help)"; }
 menu() {
   local choice
   echo "sluice benchmark: choose (Enter keeps the default)"
-  echo " 1) quick: every client, both topologies, a few minutes"
+  echo " 1) quick: every client with and without leases, both topologies, about ten minutes"
   echo " 2) standard: light + heavy, 30 s runs, 50 and 100 connections, 3 runs"
   echo " 3) full: light + heavy + flood + nostr + adaptive, dynamic durations"
   echo " 4) custom"
@@ -81,7 +81,7 @@ menu() {
     2) duration_mode=fixed30 ;;
     3) workload=everything ;;
     4)
-      read -r -p "clients (all|standalone|cluster|list) [$clients]: " choice
+      read -r -p "clients (all|standalone|cluster|lease|list, e.g. iovalkey+lease:cluster) [$clients]: " choice
       clients="${choice:-$clients}"
       read -r -p "workload (light|heavy|both|flood|nostr|adaptive|everything) [$workload]: " choice
       workload="${choice:-$workload}"

@@ -38,6 +38,10 @@ class Config:
     round_trips_per_request: Spread = EMPTY  # script calls: the round trips carrying the quota
     commands_per_request: dict[str, float] = field(default_factory=dict)
     adaptive: dict[str, Spread] = field(default_factory=dict)
+    # +lease runs (None / EMPTY otherwise): writes admitted beyond the points Valkey granted,
+    # summed over ok runs (must be 0), and unspent / leased points per run.
+    lease_over_admitted: Optional[int] = None
+    lease_unspent_share: Spread = EMPTY
     warnings: list[str] = field(default_factory=list)
     # Filled by ratios.apply_ratios.
     ratio_vs_quotas_off: Optional[float] = None
@@ -127,6 +131,12 @@ def _adaptive(r: Run, key: str) -> Optional[float]:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
+def _unspent_share(r: Run) -> Optional[float]:
+    """Points leased but never spent nor handed back / points leased: under-admission's bound."""
+    leased = (r.leases or {}).get("leased")
+    return r.leases["unspent"] / leased if leased else None
+
+
 def _over(runs: list[Run], metric: Callable[[Run], Optional[float]]) -> Spread:
     return spread(metric(r) for r in runs)
 
@@ -156,6 +166,10 @@ def build_config(key: Key, runs: list[Run]) -> Config:
         if m is not None:
             cfg.commands_per_request[c] = m
     cfg.adaptive = {f: _over(ok, lambda r, f=f: _adaptive(r, f)) for f in ADAPTIVE_FIELDS}
+    accounted = [r.leases for r in ok if r.leases is not None]
+    if accounted:
+        cfg.lease_over_admitted = sum(book["overAdmitted"] for book in accounted)
+    cfg.lease_unspent_share = _over(ok, _unspent_share)
     _check_settings(cfg)
     return cfg
 

@@ -97,6 +97,8 @@ def row(c: Config) -> dict[str, str]:
         "front_cpu_ms_per_request": _n(_cpu_ms(c, "peer" if c.implementation == PEER
                                                 else "gateway"), 4),
         "relay_cpu_ms_per_request": _n(_cpu_ms(c, "relay"), 4),
+        "lease_over_admitted": "" if c.lease_over_admitted is None else str(c.lease_over_admitted),
+        "lease_unspent_share_pct": _med(c.lease_unspent_share, 2, 100),
         "adaptive_peak_u_over_target": _med(a.get("peakUOverTarget"), 4),
         "adaptive_seconds_above_target_s": _med(a.get("secondsAboveTarget"), 2),
         "adaptive_emergency_entries": _med(a.get("emergencyEntries"), 1),

@@ -13,8 +13,10 @@ from . import fmt
 from .aggregate import Config
 from .header import NOT_A_SETTING, SettingComparison
 from .load import Run
-from .names import CEILING, LAW_LABELS, LAWS, PEER, impl_rank, is_adaptive, mode_rank
-from .ratios import Scenario, find, peer_vs_sluice, ranked_clients, scenarios_in_order
+from .names import (CEILING, LAW_LABELS, LAWS, PEER, impl_rank, is_adaptive, is_leased,
+                    mode_rank, plain_of)
+from .ratios import (Scenario, find, peer_vs_sluice, ranked_clients, scenario,
+                     scenarios_in_order)
 from .stats import HIGH_CV, median, maximum, minimum
 
 
@@ -26,7 +28,8 @@ class Finding:
 
 TOPICS = (
     "Fastest client", "Cost of quotas", "Peer baseline", "Client settings", "Valkey round trips",
-    "Rejection path", "Adaptive scenario", "Variance", "Failed runs", "Data quality",
+    "Quota leases", "Rejection path", "Adaptive scenario", "Variance", "Failed runs",
+    "Data quality",
 )
 
 
@@ -186,8 +189,9 @@ def valkey_round_trips(configs: list[Config]) -> list[Finding]:
     if parts:
         out.append(Finding("Valkey round trips", (
             "A round trip is one script call (EVAL, EVALSHA or FCALL) carrying a whole quota "
-            "check; commands executed (INFO commandstats on every primary, replication left out) "
-            "also count what the script runs inside Valkey, at no extra network cost. Per "
+            "check (with +lease: a lease take, points for many writes); commands executed "
+            "(INFO commandstats on every primary, replication left out) also count what the "
+            "script runs inside Valkey, at no extra network cost. Per "
             "response, median over each implementation's configurations outside flood and the "
             "adaptive scenario:")))
         out += [Finding("Valkey round trips", t) for t in parts]
@@ -214,6 +218,66 @@ def _command_mix(cfgs: list[Config]) -> str:
     mix = [(k, median([c.commands_per_request.get(k, 0.0) for c in cfgs])) for k in names]
     mix = sorted(((k, v) for k, v in mix if v is not None and v >= 0.005), key=lambda kv: -kv[1])
     return ", ".join(f"{k} {v:.2f}" for k, v in mix)
+
+
+def lease_accounting(configs: list[Config]) -> list[Finding]:
+    """Over-admission is a fault wherever it shows (failed runs too); unspent points are the
+    price leases pay in exactness."""
+    leased = [c for c in configs if is_leased(c.implementation)]
+    accounted = [(c, r) for c in leased for r in c.runs if r.leases is not None]
+    if not accounted:
+        return []
+    over = [(c, r) for c, r in accounted if r.leases["overAdmitted"]]
+    if over:
+        parts = [f"{c.label} run {r.run}, {r.leases['overAdmitted']:,} of "
+                 f"{r.leases['spent']:,} writes" + ("" if r.ok else " (a failed run)")
+                 for c, r in over]
+        return [Finding("Quota leases", (
+            f"⚠ Over-admission: {fmt.plural(len(over), 'lease run')} admitted writes beyond the "
+            f"points Valkey granted, which must never happen: {'; '.join(parts)}. There the "
+            f"gateway let through more than the quota allows; "
+            f"{'this run measures' if len(over) == 1 else 'these runs measure'} no valid "
+            f"throughput until the lease accounting is mended."))]
+    n_cfgs = len({c.key for c, _ in accounted})
+    text = (f"No lease run admitted a write beyond the points Valkey granted (over-admitted 0 "
+            f"in all {fmt.plural(len(accounted), 'run')} with lease accounting, "
+            f"{fmt.plural(n_cfgs, 'configuration')}).")
+    shares = [s for c in leased if (s := c.lease_unspent_share.median) is not None]
+    if shares:
+        lo, hi = fmt.pct(minimum(shares)), fmt.pct(maximum(shares))
+        share = lo if lo == hi else f"{lo}–{hi}"
+        text += (f" Points leased but never spent nor handed back (lapsed with their window or "
+                 f"held at the end), the bound on under-admission: {share} of those leased "
+                 f"(median per configuration).")
+    return [Finding("Quota leases", text)]
+
+
+def lease_round_trips(configs: list[Config]) -> list[Finding]:
+    """Per scenario, each +lease client's round trips per response against its plain client's."""
+    out = []
+    for scen in scenarios_in_order(configs):
+        if is_adaptive(scen[1]):
+            continue
+        impls = sorted({c.implementation for c in configs
+                        if is_leased(c.implementation) and scenario(c) == scen}, key=impl_rank)
+        parts = []
+        for impl in impls:
+            c = find(configs, impl, scen)
+            if c is None or _trips(c) is None:
+                continue
+            plain = find(configs, plain_of(impl), scen, c.duration_s)
+            part = f"{impl} {_trips(c):.2f}"
+            if plain is None or not _trips(plain):
+                part += f" (no {plain_of(impl)} round trips here to compare with)"
+            else:
+                part += (f" against {plain_of(impl)}'s {_trips(plain):.2f} "
+                         f"({fmt.pct(_trips(c) / _trips(plain))} of them)")
+            parts.append(part)
+        if parts:
+            out.append(Finding("Quota leases", (
+                f"{_where(scen)}: Valkey round trips per response with leases, "
+                f"{fmt.join_and(parts)}.")))
+    return out
 
 
 def client_settings(settings: list[SettingComparison]) -> list[Finding]:
@@ -374,6 +438,8 @@ def key_findings(configs: list[Config], runs: list[Run], unreadable: list,
         *peer(configs),
         *client_settings(settings or []),
         *valkey_round_trips(configs),
+        *lease_accounting(configs),
+        *lease_round_trips(configs),
         *rejection(configs),
         *adaptive(configs),
         *variance(configs),

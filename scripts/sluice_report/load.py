@@ -20,14 +20,14 @@ from typing import Any, Optional
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
-from .names import RELAY_VERIFIED, SENDER_ONLY
+from .names import RELAY_VERIFIED, SENDER_ONLY, is_leased
 
 SCHEMA = "sluice-bench-run/1"
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "docs" / "run-file.schema.json"
 REFERENCE_RELAY = "reference"
 # The relay part is there only when the relay is not the reference one (nostr-rs-relay).
 FILENAME_RE = re.compile(
-    r"^(?P<implementation>[A-Za-z0-9.-]+)_(?P<mode>[A-Za-z0-9-]+)_(?P<workload>[A-Za-z0-9-]+)"
+    r"^(?P<implementation>[A-Za-z0-9.+-]+)_(?P<mode>[A-Za-z0-9-]+)_(?P<workload>[A-Za-z0-9-]+)"
     r"(?:_(?P<relay>[A-Za-z0-9.-]+))?"
     r"_(?P<connections>\d+)c_(?P<duration>\d+)s_run(?P<run>\d+)\.json$"
 )
@@ -85,6 +85,8 @@ class Run:
     relay_impl = property(lambda self: self.config.get("relayImpl") or REFERENCE_RELAY)
     wall_s = property(lambda self: self.data["wallSeconds"])
     valkey_commands = property(lambda self: (self.data["valkey"] or {}).get("commands", {}))
+    # +lease runs: the gateway's lease accounting (leased, spent, ..., overAdmitted, unspent).
+    leases = property(lambda self: self.data.get("leases"))
 
     @property
     def latency(self) -> dict[str, Optional[float]]:
@@ -190,6 +192,9 @@ def _warn(run: Run) -> None:
                                 f"is used")
     if not run.ok and not run.failure_reasons:
         run.warnings.append("failed with no failureReasons given")
+    if run.ok and is_leased(run.implementation) and run.leases is None:
+        run.warnings.append("a +lease run without its lease accounting (leases): its "
+                            "over-admission is not known")
     if run.ok and abs(run.wall_s - run.duration_s) > 0.1 * run.duration_s:
         run.warnings.append(f"measured window {run.wall_s:.2f} s differs from the "
                             f"{run.duration_s:g} s asked for by more than 10%")

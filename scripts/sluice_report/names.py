@@ -24,7 +24,8 @@ CEILING = "quotas-off"
 PEER = "fastify-rate-limit"
 VALKEY_CLIENTS = _enum(_CONFIG["client"])
 # The same clients with quota leases on (quotas.lease): sluice implementations too.
-LEASED = tuple(f"{c}+lease" for c in VALKEY_CLIENTS)
+LEASE_SUFFIX = "+lease"
+LEASED = tuple(f"{c}{LEASE_SUFFIX}" for c in VALKEY_CLIENTS)
 # sluice's own implementations: each Valkey client, without and with leases.
 CLIENTS = (*VALKEY_CLIENTS, *LEASED)
 # The load straight to the relay (Nostr): the baseline of "through the gateway / relay alone".
@@ -86,6 +87,16 @@ def role_rank(role: str) -> tuple[int, str]:
 
 def is_adaptive(workload: str) -> bool:
     return workload.startswith("adaptive")
+
+
+def is_leased(impl: str) -> bool:
+    """A sluice client with quota leases on (also its several-worker variant, "...+lease-2w")."""
+    return LEASE_SUFFIX in impl
+
+
+def plain_of(impl: str) -> str:
+    """The same implementation without leases: what a +lease configuration is compared with."""
+    return impl.replace(LEASE_SUFFIX, "", 1)
 
 
 def law_of(workload: str) -> str:

@@ -19,7 +19,8 @@ from .findings import TOPICS, Finding
 from .header import Header
 from .headline import CpuCost, Headline, Ratio
 from .load import Run, Unreadable
-from .names import LAW_LABELS, MODES, is_adaptive, mode_rank
+from .names import LAW_LABELS, MODES, is_adaptive, is_leased, mode_rank, plain_of
+from .ratios import find, scenario
 from .stats import HIGH_CV, Spread
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -34,6 +35,18 @@ class Cell:
 
 def _range(s: Spread, f=fmt.rate) -> str:
     return fmt.DASH if s.n < 2 else f"{f(s.min)}–{f(s.max)}"
+
+
+def _row_cls(c: Config) -> str:
+    return {"failed": "failed", "partial": "partial"}.get(c.status, "")
+
+
+def _status(c: Config) -> Cell:
+    return Cell(c.status, cls=f"status-{c.status}")
+
+
+def _ok_runs(c: Config) -> Cell:
+    return Cell(f"{len(c.ok)}/{len(c.runs)}", title=f"{len(c.failed)} failed")
 
 
 def _front_cpu(c: Config) -> Cell:
@@ -59,13 +72,13 @@ def summary_rows(configs: list[Config]) -> list[dict[str, Any]]:
         lat = {p: c.latency.get(p) for p in ("p50", "p90", "p99", "max")}
         cv_cls = "warn" if c.high_variance else ""
         rows.append({
-            "cls": {"failed": "failed", "partial": "partial"}.get(c.status, ""),
+            "cls": _row_cls(c),
             "cells": [
                 Cell(c.implementation, cls="name"),
                 Cell(c.workload_label
                      + ("" if c.in_memory_block is not False else " (no block)")),
                 Cell(str(c.connections)),
-                Cell(f"{len(c.ok)}/{len(c.runs)}", title=f"{len(c.failed)} failed"),
+                _ok_runs(c),
                 Cell(fmt.rate(c.req.median), cls="strong"),
                 Cell(_range(c.req)),
                 Cell(fmt.rate(c.req.stddev)),
@@ -85,7 +98,7 @@ def summary_rows(configs: list[Config]) -> list[dict[str, Any]]:
                 Cell(fmt.num(c.cmds_per_request.median), cls="muted"),
                 Cell(fmt.ratio(c.ratio_vs_quotas_off)),
                 Cell(fmt.ratio(c.ratio_vs_peer)),
-                Cell(c.status, cls=f"status-{c.status}"),
+                _status(c),
             ],
         })
     return rows
@@ -112,7 +125,9 @@ SUMMARY_HEAD = [
 def _med_range(s: Optional[Spread], f) -> str:
     if s is None or s.median is None:
         return fmt.DASH
-    return f(s.median) + (f" ({f(s.min)}–{f(s.max)})" if s.n >= 2 and s.min != s.max else "")
+    # A range that reads as one figure is left out ("2.0% (2.0%–2.0%)" says nothing).
+    return f(s.median) + (f" ({f(s.min)}–{f(s.max)})" if s.n >= 2 and f(s.min) != f(s.max)
+                          else "")
 
 
 def adaptive_rows(configs: list[Config]) -> list[dict[str, Any]]:
@@ -122,11 +137,11 @@ def adaptive_rows(configs: list[Config]) -> list[dict[str, Any]]:
             continue
         a = c.adaptive
         rows.append({
-            "cls": {"failed": "failed", "partial": "partial"}.get(c.status, ""),
+            "cls": _row_cls(c),
             "cells": [
                 Cell(LAW_LABELS.get(c.law or "", c.workload), cls="name"),
                 Cell(c.mode), Cell(c.implementation),
-                Cell(f"{len(c.ok)}/{len(c.runs)}"),
+                _ok_runs(c),
                 Cell(_med_range(a["peakUOverTarget"], fmt.ratio), cls="strong"),
                 Cell(_med_range(a["secondsAboveTarget"], fmt.seconds)),
                 Cell(_med_range(a["emergencyEntries"], fmt.count)),
@@ -135,7 +150,7 @@ def adaptive_rows(configs: list[Config]) -> list[dict[str, Any]]:
                 Cell(_med_range(a["uPeakToPeak"], fmt.ratio)),
                 Cell(f"{fmt.ms(a['propagationP50Ms'].median)} / {fmt.ms(a['propagationP99Ms'].median)}"),
                 Cell(fmt.rate(c.ok_per_s.median)),
-                Cell(c.status, cls=f"status-{c.status}"),
+                _status(c),
             ],
         })
     return rows
@@ -146,6 +161,60 @@ ADAPTIVE_HEAD = [
     ("peak memory / target", "median (min–max)"), ("s above target", ""),
     ("emergency entries", ""), ("admitted / sustainable", ""), ("m peak-to-peak", ""),
     ("u peak-to-peak", ""), ("propagation p50 / p99 ms", ""), ("2xx/s", "admitted writes per second"),
+    ("status", ""),
+]
+
+
+def _over_admitted(c: Config) -> Cell:
+    n = c.lease_over_admitted
+    if n is None:
+        return Cell(fmt.DASH, title="no lease accounting in these runs")
+    if n:
+        return Cell(f"{n:,} ⚠", cls="bad", title="writes admitted beyond the points Valkey "
+                                                  "granted: must be 0")
+    return Cell("0", cls="good")
+
+
+def lease_rows(configs: list[Config]) -> list[dict[str, Any]]:
+    """One row per +lease configuration, its plain client's round trips beside its own."""
+    rows = []
+    for c in configs:
+        if not is_leased(c.implementation):
+            continue
+        plain = find(configs, plain_of(c.implementation), scenario(c), c.duration_s)
+        plain_trips = plain.round_trips_per_request.median if plain else None
+        rows.append({
+            "cls": _row_cls(c),
+            "cells": [
+                Cell(c.implementation, cls="name"), Cell(c.mode), Cell(c.workload_label),
+                Cell(str(c.connections)),
+                _ok_runs(c),
+                Cell(fmt.rate(c.req.median), cls="strong"),
+                Cell(fmt.ratio(c.ratio_vs_quotas_off)),
+                Cell(fmt.ratio(c.ratio_vs_peer)),
+                Cell(fmt.num(c.round_trips_per_request.median), title=_trips_title(c)),
+                Cell(fmt.num(plain_trips), cls="muted",
+                     title=f"{plain_of(c.implementation)}, same scenario" if plain
+                     else f"no {plain_of(c.implementation)} runs in this scenario"),
+                _over_admitted(c),
+                Cell(_med_range(c.lease_unspent_share, fmt.pct)),
+                _status(c),
+            ],
+        })
+    return rows
+
+
+LEASE_HEAD = [
+    ("implementation", ""), ("mode", ""), ("workload", ""), ("conn.", "concurrent connections"),
+    ("ok/runs", "ok runs / run files"), ("req/s", "median responses per second over ok runs"),
+    ("×\u00a0quotas off", "req/s ÷ quotas-off req/s"),
+    ("×\u00a0peer", "req/s ÷ fastify-rate-limit's; above 1, sluice answers more"),
+    ("Valkey trips/ resp.", "script calls per response: each lease take is one"),
+    ("plain client's trips/ resp.", "the same client without leases, same scenario"),
+    ("over-admitted", "writes admitted beyond the points Valkey granted, summed over ok runs: "
+     "must be 0"),
+    ("unspent share", "points leased but never spent nor handed back (lapsed with their window "
+     "or held at the end) ÷ points leased, median (min–max): the bound on under-admission"),
     ("status", ""),
 ]
 
@@ -241,6 +310,8 @@ def render(*, header: Header, configs: list[Config], runs: list[Run],
         known_modes=MODES,
         adaptive_head=ADAPTIVE_HEAD,
         adaptive=adaptive_rows(configs),
+        lease_head=LEASE_HEAD,
+        leases=lease_rows(configs),
         charts=[(c, Markup(c.html)) for c in charts.charts],
         omitted=charts.omitted,
         failed=failed_rows(runs),

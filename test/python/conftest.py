@@ -16,6 +16,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 
+from sluice_report.names import is_leased, plain_of  # noqa: E402
+
 JITTER = {1: 0.98, 2: 1.0, 3: 1.03}
 WALL = 10.02
 DURATION = 10
@@ -66,6 +68,11 @@ SCRIPT_MIX = {
     "ioredis": {"evalsha": 1.0, "set": 1.0, "pttl": 1.0, "incrby": 1.0},
     "fastify-rate-limit": {"evalsha": 1.0, "incr": 1.0, "pexpire": 0.8, "pttl": 0.2},
 }
+# +lease: a lease script call takes points for many writes, so about one round trip in 20
+# responses (one in 50 under flood, where the in-memory block answers most). Of the points
+# leased, UNSPENT_SHARE lapsed or were held at the end, RETURNED_SHARE were handed back.
+LEASE_ROUND_TRIPS, LEASE_FLOOD_ROUND_TRIPS = 0.05, 0.02
+UNSPENT_SHARE, RETURNED_SHARE = 0.02, 0.03
 # Every quota client got command timeout 1000 ms, connect timeout 5000 ms; only glide has an
 # in-flight limit (iovalkey and ioredis record null: not a setting of theirs).
 COMMAND_TIMEOUT_MS, CONNECT_TIMEOUT_MS, INFLIGHT = 1000, 5000, 1000
@@ -80,7 +87,7 @@ def client_settings(implementation: str, mode: str) -> dict[str, Any]:
                 "connectTimeoutMs": CONNECT_TIMEOUT_MS, "maxRetriesPerRequest": 1,
                 "autoPipelining": False, "plugin": "@fastify/rate-limit",
                 "undici": {"connections": 128, "pipelining": 1}}
-    library = "ioredis" if implementation == "quotas-off" else implementation
+    library = "ioredis" if implementation == "quotas-off" else plain_of(implementation)
     if library == "valkey-glide":
         own = {"requestTimeoutMs": COMMAND_TIMEOUT_MS, "connectionTimeoutMs": CONNECT_TIMEOUT_MS,
                "inflightRequestsLimit": INFLIGHT, "protocol": "RESP3"}
@@ -96,20 +103,25 @@ def make_run(implementation: str = "valkey-glide", mode: str = "standalone",
              workload: str = "light", rps: float = 1000.0, *, run: int = 1, runs: int = 3,
              connections: int = CONNECTIONS, duration: float = DURATION, wall: float = WALL,
              status: str = "ok", reasons: Optional[list[str]] = None,
-             limited_share: float = 0.0, round_trips: Optional[float] = None) -> dict[str, Any]:
+             limited_share: float = 0.0, round_trips: Optional[float] = None,
+             over_admitted: int = 0) -> dict[str, Any]:
     """One run file's content, its rates stated as the harness states them (ratesOf).
 
-    round_trips: script calls per response (default 1, 0.1 under flood, 0 for quotas-off);
-    each runs SCRIPT_MIX inside Valkey.
+    round_trips: script calls per response (default 1, 0.1 under flood, 0 for quotas-off;
+    +lease: LEASE_ROUND_TRIPS, LEASE_FLOOD_ROUND_TRIPS); each runs SCRIPT_MIX inside Valkey.
+    over_admitted: +lease, writes admitted beyond the points Valkey granted.
     """
     requests = round(rps * wall)
     limited = round(requests * limited_share)
     client = None if implementation == "quotas-off" else (
-        "ioredis" if implementation == "fastify-rate-limit" else implementation)
+        "ioredis" if implementation == "fastify-rate-limit" else plain_of(implementation))
     adaptive = workload.startswith("adaptive-")
     if round_trips is None:
         round_trips = 0.0 if implementation == "quotas-off" else (
             0.1 if workload == "flood" else 1.0)
+        if is_leased(implementation):
+            flood = workload == "flood"
+            round_trips = LEASE_FLOOD_ROUND_TRIPS if flood else LEASE_ROUND_TRIPS
     script_calls = round(requests * round_trips)
     mix = SCRIPT_MIX.get(implementation) or SCRIPT_MIX.get(client or "", {})
     commands = {k: round(script_calls * per) for k, per in mix.items()}
@@ -165,12 +177,30 @@ def make_run(implementation: str = "valkey-glide", mode: str = "standalone",
                    "perRequest": calls / requests if requests else None,
                    "scriptCalls": script_calls,
                    "scriptCallsPerRequest": script_calls / requests if requests else None},
+        "leases": (lease_accounting(requests - limited, over_admitted)
+                   if is_leased(implementation) else None),
         "timeseries": None,
         "adaptive": None,
     }
     if adaptive:
         data["timeseries"], data["adaptive"] = _adaptive_series(workload.split("-", 1)[1], run)
     return with_cpu_ms(data)
+
+
+def lease_accounting(admitted: int, over_admitted: int = 0) -> dict[str, int]:
+    """leases as the harness states them (leaseAccounting): every admitted write spent a point;
+    of the points leased, RETURNED_SHARE were handed back and UNSPENT_SHARE lapsed (half) or
+    were held at the end (half). With over_admitted, Valkey granted that many points fewer than
+    were spent: none is held and the writes beyond them are over-admitted."""
+    leased = round(admitted / (1 - UNSPENT_SHARE - RETURNED_SHARE))
+    returned = round(leased * RETURNED_SHARE)
+    expired = round(leased * UNSPENT_SHARE / 2)
+    if over_admitted:
+        leased = returned + expired + admitted - over_admitted
+    spendable = leased - returned - expired
+    held = max(0, spendable - admitted)
+    return {"leased": leased, "spent": admitted, "returned": returned, "expired": expired,
+            "held": held, "overAdmitted": max(0, admitted - spendable), "unspent": expired + held}
 
 
 def with_cpu_ms(data: dict[str, Any]) -> dict[str, Any]:
@@ -282,6 +312,43 @@ def write_results(directory: Path) -> Path:
         "10:05:00 iovalkey cluster light run 2 FAILED: 12 connection errors\n"
         "10:20:00 done\n", encoding="utf-8")
     return directory
+
+
+# A session with quota leases: req/s of each +lease client by (its plain client, mode,
+# workload). Beside each, at BASE's figures: the plain client, and quotas-off and the peer
+# where BASE has them for that mode and workload (light, both topologies).
+LEASED_RPS = {("iovalkey", "standalone", "light"): 4408,
+              ("valkey-glide", "standalone", "light"): 4176,
+              ("iovalkey", "cluster", "light"): 4140, ("iovalkey", "standalone", "flood"): 5900}
+_LEASE_SCENARIOS = {(mode, workload) for _, mode, workload in LEASED_RPS}
+LEASE_BASE = {
+    **{k: v for k, v in BASE.items() if k in LEASED_RPS or (
+        k[0] in ("quotas-off", "fastify-rate-limit") and k[1:] in _LEASE_SCENARIOS)},
+    **{(f"{impl}+lease", mode, workload): v for (impl, mode, workload), v in LEASED_RPS.items()},
+}
+
+
+def write_lease_results(directory: Path,
+                        over_admitted: Optional[dict[tuple[str, str, str, int], int]] = None
+                        ) -> Path:
+    """LEASE_BASE, three runs each; over_admitted: (implementation, mode, workload, run) ->
+    writes that run admitted beyond the points Valkey granted."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for (impl, mode, workload), base in LEASE_BASE.items():
+        for run, jitter in JITTER.items():
+            write_run(directory, make_run(
+                impl, mode, workload, base * jitter, run=run,
+                limited_share=0.9 if workload == "flood" else 0.0,
+                over_admitted=(over_admitted or {}).get((impl, mode, workload, run), 0)))
+    return directory
+
+
+@pytest.fixture(scope="session")
+def lease_report(tmp_path_factory: pytest.TempPathFactory):
+    """The lease session, analysed and written once: (report, html path, csv path)."""
+    from sluice_report import generate
+
+    return generate(write_lease_results(tmp_path_factory.mktemp("leases") / "20261125_150000"))
 
 
 @pytest.fixture

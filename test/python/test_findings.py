@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import make_run, write_run
+from conftest import make_run, write_lease_results, write_run
 
 from sluice_report import analyse
 
@@ -122,3 +122,61 @@ def test_quota_cost_above_the_ceiling_is_not_called_kept(tmp_path):
     write_run(tmp_path, make_run("iovalkey", rps=2200.0, run=1, runs=1, wall=10.0))
     (t,) = _texts(analyse(tmp_path), "Cost of quotas")
     assert "iovalkey is the least above it, 1.10 (2,200)" in t
+
+
+def test_lease_clients_are_compared_beside_the_plain_ones(lease_report):
+    report, _, _ = lease_report
+    fastest = " ".join(_texts(report, "Fastest client"))
+    assert ("Standalone, light, 50 connections: iovalkey+lease is the fastest client at "
+            "4,408 req/s") in fastest
+    assert "6% ahead of valkey-glide+lease (4,176), 11% ahead of iovalkey (3,976)" in fastest
+    cost = " ".join(_texts(report, "Cost of quotas"))
+    assert "iovalkey+lease keeps 0.95 of the quotas-off ceiling (4,408 of 4,640 req/s)" in cost
+    peer = " ".join(_texts(report, "Peer baseline"))
+    assert "0.57× iovalkey+lease (4,408)" in peer
+
+
+def test_lease_accounting_finding_when_nothing_is_over_admitted(lease_report):
+    report, _, _ = lease_report
+    (t,) = [t for t in _texts(report, "Quota leases") if "admitted" in t]
+    assert t.startswith("No lease run admitted a write beyond the points Valkey granted "
+                        "(over-admitted 0 in all 12 runs with lease accounting, "
+                        "4 configurations).")
+    assert "the bound on under-admission: 2.0% of those leased" in t
+    assert "⚠" not in t
+
+
+def test_over_admission_is_a_red_flag_naming_each_run(tmp_path):
+    d = write_lease_results(tmp_path / "s", {("iovalkey+lease", "cluster", "light", 2): 3})
+    write_run(d, make_run("valkey-glide+lease", rps=4176.0, run=3, status="failed",
+                          reasons=["12 connection errors"], over_admitted=5))
+    report = analyse(d)
+    (t,) = [t for t in _texts(report, "Quota leases") if "admitted" in t]
+    assert t.startswith("⚠ Over-admission: 2 lease runs admitted writes beyond the points "
+                        "Valkey granted, which must never happen:")
+    assert "iovalkey+lease cluster light 50c 10s run 2, 3 of 41,483 writes" in t
+    assert "valkey-glide+lease standalone light 50c 10s run 3, 5 of" in t
+    assert "(a failed run)" in t and "No lease run" not in t
+    assert "these runs measure no valid throughput until the lease accounting is mended." in t
+
+
+def test_lease_round_trips_against_the_plain_client(lease_report):
+    report, _, _ = lease_report
+    texts = [t for t in _texts(report, "Quota leases") if "round trips" in t]
+    assert ("Standalone, light, 50 connections: Valkey round trips per response with leases, "
+            "valkey-glide+lease 0.05 against valkey-glide's 1.00 (5.0% of them) and "
+            "iovalkey+lease 0.05 against iovalkey's 1.00 (5.0% of them).") in texts
+    assert ("Standalone, flood, 50 connections: Valkey round trips per response with leases, "
+            "iovalkey+lease 0.02 against iovalkey's 0.10 (20.0% of them).") in texts
+    assert len(texts) == 3  # and cluster light
+
+
+def test_lease_round_trips_without_the_plain_client(tmp_path):
+    write_run(tmp_path, make_run("ioredis+lease", rps=3000.0, runs=1))
+    (t,) = [t for t in _texts(analyse(tmp_path), "Quota leases") if "round trips" in t]
+    assert "ioredis+lease 0.05 (no ioredis round trips here to compare with)." in t
+
+
+def test_no_lease_finding_without_lease_runs(built_report):
+    report, _, _ = built_report
+    assert _texts(report, "Quota leases") == []

@@ -108,6 +108,14 @@ def test_a_file_against_itself_warns_without_rejecting():
     assert "measured window 12.50 s differs from the 10 s asked for" in text
 
 
+def test_a_lease_file_name_is_checked_against_its_config():
+    data = make_run("iovalkey+lease", "cluster", run=2)
+    run = parse_run(data, "iovalkey+lease_cluster_light_50c_10s_run2.json")
+    assert run.warnings == [] and run.leases["overAdmitted"] == 0
+    run = parse_run(data, "iovalkey+lease_standalone_light_50c_10s_run2.json")
+    assert any("file name says ('iovalkey+lease', 'standalone'" in w for w in run.warnings)
+
+
 def test_load_dir_separates_runs_from_unreadable(results_dir):
     rd = load_dir(results_dir)
     assert len(rd.unreadable) == 1

@@ -6,9 +6,9 @@ import csv
 import math
 
 import pytest
-from conftest import FEED_CPU, FEED_RSS, make_run, write_run
+from conftest import FEED_CPU, FEED_RSS, make_run, write_lease_results, write_run
 
-from sluice_report import columns
+from sluice_report import columns, generate
 from sluice_report.columns import COLUMN_NAMES, COLUMNS
 
 NUMERIC = [c.name for c in COLUMNS if c.unit not in ("-", "true/false")]
@@ -113,3 +113,56 @@ def test_round_trip_and_executed_command_columns(built_report):
     assert float(flood[trips]) == pytest.approx(0.1, abs=1e-3)
 
 
+def _by_config(csv_path):
+    _, rows = _rows(csv_path)
+    return {(r["implementation"], r["mode"], r["workload"]): r for r in rows}
+
+
+def test_lease_columns_by_hand(lease_report):
+    _, _, csv_path = lease_report
+    by = _by_config(csv_path)
+    lease = by[("iovalkey+lease", "standalone", "light")]
+    assert lease["client"] == "iovalkey"
+    assert lease["lease_over_admitted"] == "0"  # checked and none: 0, not empty
+    # conftest.lease_accounting: 2% of the points leased lapsed or were held at the end.
+    assert float(lease["lease_unspent_share_pct"]) == pytest.approx(2.0, abs=0.01)
+    # A lease take carries many writes: one round trip per 20 responses, 4 commands each.
+    assert float(lease["valkey_round_trips_per_request"]) == pytest.approx(0.05, abs=1e-3)
+    assert float(lease["valkey_cmds_per_request"]) == pytest.approx(0.2, abs=1e-3)
+    # Gateway CPU (80 + req/s / 200)% over the window / responses, mean over the three runs.
+    expected = sum((80 + 4408 * j / 200) * 10 / (4408 * j) for j in (0.98, 1.0, 1.03)) / 3
+    assert float(lease["front_cpu_ms_per_request"]) == pytest.approx(expected, rel=1e-3)
+    assert float(lease["ratio_vs_quotas_off"]) == pytest.approx(4408 / 4640, abs=1e-3)
+    assert float(lease["ratio_vs_peer"]) == pytest.approx(4408 / 2500, abs=1e-3)
+    assert float(lease["ratio_vs_peer_paired_mean"]) == pytest.approx(4408 / 2500, abs=1e-3)
+    flood = by[("iovalkey+lease", "standalone", "flood")]
+    assert float(flood["valkey_round_trips_per_request"]) == pytest.approx(0.02, abs=1e-3)
+    assert float(flood["lease_unspent_share_pct"]) == pytest.approx(2.0, abs=0.05)
+    # Without leases there is nothing to account: empty, never 0.
+    for impl in ("iovalkey", "quotas-off", "fastify-rate-limit"):
+        row = by[(impl, "standalone", "light")]
+        assert row["lease_over_admitted"] == "" and row["lease_unspent_share_pct"] == ""
+
+
+def test_lease_over_admission_is_summed_over_ok_runs_only(tmp_path):
+    over = {("iovalkey+lease", "standalone", "light", 1): 3,
+            ("iovalkey+lease", "standalone", "light", 3): 4}
+    d = write_lease_results(tmp_path / "s", over)
+    # A failed run's over-admission is a finding, not part of the aggregate.
+    write_run(d, make_run("valkey-glide+lease", rps=4176.0, run=2, status="failed",
+                          reasons=["12 connection errors"], over_admitted=5))
+    _, _, csv_path = generate(d)
+    by = _by_config(csv_path)
+    assert by[("iovalkey+lease", "standalone", "light")]["lease_over_admitted"] == "7"
+    assert by[("iovalkey+lease", "cluster", "light")]["lease_over_admitted"] == "0"
+    assert by[("valkey-glide+lease", "standalone", "light")]["lease_over_admitted"] == "0"
+
+
+def test_lease_run_without_its_accounting_is_empty_and_warned(tmp_path):
+    data = make_run("ioredis+lease", rps=3000.0)
+    data["leases"] = None
+    write_run(tmp_path, data)
+    report, _, csv_path = generate(tmp_path)
+    (row,) = _by_config(csv_path).values()
+    assert row["lease_over_admitted"] == "" and row["lease_unspent_share_pct"] == ""
+    assert any("+lease run without its lease accounting" in w for w in report.warnings)
