@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { kindSpecProblem, overlappingRanges } from '../gateway/nostr-costs.js';
 import { CLIENT_KINDS, TOPOLOGIES } from '../store/options.js';
 import { DEFAULT_KEY_SALT, isPlaceholderAdminToken } from './secrets.js';
 
@@ -85,6 +86,42 @@ function deprecatedVerifySignatures(value: unknown, ctx: z.core.$RefinementCtx):
   }
   return { verify: mapped, ...rest };
 }
+
+/**
+ * nostr.costs: write points per EVENT by kind, plus points per KiB of the EVENT message above
+ * a free size. Single kinds win over a range that holds them; ranges must not overlap.
+ */
+const EventCosts = z
+  .object({
+    /** "1": 1, "1984": 20, "30000-39999": 5 (inclusive); 0 admits without consuming. */
+    kinds: z.record(z.string(), z.number().int().min(0)).default({}),
+    /** Points of a kind not named in `kinds`. */
+    default: z.number().int().min(0).default(1),
+    /** Each KiB (started) of the EVENT message beyond `freeBytes` adds `points`. */
+    perKiB: z
+      .object({ points: positiveInt, freeBytes: z.number().int().min(0).default(0) })
+      .optional(),
+  })
+  .superRefine((costs, ctx) => {
+    for (const spec of Object.keys(costs.kinds)) {
+      const problem = kindSpecProblem(spec);
+      if (problem) ctx.addIssue({ code: 'custom', path: ['kinds', spec], message: problem });
+    }
+    const overlap = overlappingRanges(Object.keys(costs.kinds));
+    if (overlap) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['kinds', overlap[1]],
+        message: `overlaps "${overlap[0]}": ranges must not share a kind (a single kind may sit inside a range and wins over it)`,
+      });
+    }
+  });
+
+/** A kind (7) or an inclusive range of kinds ("1000-1999"). */
+const KindSpec = z.union([z.number(), z.string()]).superRefine((spec, ctx) => {
+  const problem = kindSpecProblem(spec);
+  if (problem) ctx.addIssue({ code: 'custom', message: problem });
+});
 
 export const GatewayConfigSchema = z
   .object({
@@ -248,6 +285,10 @@ export const GatewayConfigSchema = z
           verify: z.enum(['auto', 'always', 'relay', 'never']).default('auto'),
           /** EVENTs failing verification on one connection before it is closed (1008). */
           maxInvalidEvents: positiveInt.default(10),
+          /** Write points per EVENT by kind and size (HTTP routes keep their own `cost`). */
+          costs: EventCosts.prefault({}),
+          /** Kinds answered `blocked:` and never forwarded, e.g. [4, "1000-1999"]. */
+          blockedKinds: z.array(KindSpec).default([]),
         }),
       )
       .prefault({}),

@@ -14,6 +14,8 @@ import { StoreError } from '../store/index.js';
 import { WindowCounters } from '../util/window-counters.js';
 import type { GatewayContext } from './context.js';
 import { recordDecision } from './context.js';
+import { compileCosts, eventCost, kindMatcher } from './nostr-costs.js';
+import type { CostTable } from './nostr-costs.js';
 import { parseClientFrame, sniffEventId, verifySignature } from './nostr-frames.js';
 import { parseRequestTarget } from './request-target.js';
 import type { RequestTarget } from './request-target.js';
@@ -57,7 +59,7 @@ export interface FrameVerdict {
   /** Close the client with this code after the reply. */
   close?: { code: number; reason: string };
   /** nostr.verify relay: charge this author once the relay accepts the event with this id. */
-  chargeOnAccept?: { id: string; author: Identity };
+  chargeOnAccept?: { id: string; author: Identity; cost: number };
 }
 
 const FORWARD: FrameVerdict = { forward: true };
@@ -78,10 +80,15 @@ function problemOf(status: number, type: string, title: string, detail: string):
 export class Admission {
   /** Frames per source address in the current second, for the most recent addresses. */
   private readonly frameRate: WindowCounters;
+  /** nostr.costs, compiled once (nostr settings are not reloaded). */
+  private readonly costs: CostTable;
+  private readonly blockedKind: (kind: number) => boolean;
 
   constructor(private readonly ctx: GatewayContext) {
     const { maxTrackedClients } = ctx.config.limits;
     this.frameRate = new WindowCounters(maxTrackedClients);
+    this.costs = compileCosts(ctx.config.nostr.costs);
+    this.blockedKind = kindMatcher(ctx.config.nostr.blockedKinds);
     boundIdentityKeys(maxTrackedClients);
     ctx.metrics.countTrackedClients(() => ({
       'identity-keys': identityKeys().size,
@@ -173,10 +180,10 @@ export class Admission {
       case 'BAD_EVENT':
         return { forward: false, reply: ['OK', frame.id, false, `invalid: ${frame.reason}`] };
       case 'EVENT':
-        return this.event(conn, frame.event);
+        return this.event(conn, frame.event, data.length);
       case 'REQ':
       case 'COUNT': {
-        const refused = await this.charge(this.sender(conn), conn, 'read');
+        const refused = await this.charge(this.sender(conn), conn, 'read', 1);
         return refused === undefined
           ? FORWARD
           : { forward: false, reply: ['CLOSED', frame.subId, refused] };
@@ -186,18 +193,27 @@ export class Admission {
     }
   }
 
-  private async event(conn: ConnectionFacts, event: Event): Promise<FrameVerdict> {
+  /**
+   * An EVENT of `bytes` bytes (the message as received): refused outright by kind, else
+   * charged its cost (nostr.costs) to the sender and then to its verified author.
+   */
+  private async event(conn: ConnectionFacts, event: Event, bytes: number): Promise<FrameVerdict> {
     const { ctx } = this;
     const { nostr, identity } = ctx.config;
     const notOk = (message: string): FrameVerdict => ({
       forward: false,
       reply: ['OK', event.id, false, message],
     });
-    const refusedSender = await this.charge(this.sender(conn), conn, 'write');
+    if (this.blockedKind(event.kind)) {
+      ctx.metrics.frames.inc({ type: 'BLOCKED' });
+      return notOk(`blocked: events of kind ${event.kind} are not accepted here`);
+    }
+    const cost = eventCost(this.costs, event.kind, bytes);
+    const refusedSender = await this.charge(this.sender(conn), conn, 'write', cost);
     if (refusedSender !== undefined) return notOk(refusedSender);
     const quotasOn = ctx.config.quotas.enabled;
     if (nostr.verify === 'relay' && quotasOn && identity.order.includes('pubkey')) {
-      return this.authorAfterRelay(conn, event);
+      return this.authorAfterRelay(conn, event, cost);
     }
     if (!verifies(nostr.verify, identity.order, quotasOn)) return FORWARD;
     if (!verifySignature(event)) {
@@ -220,7 +236,7 @@ export class Admission {
         reply: ['OK', event.id, true, 'duplicate: already have this event'],
       };
     }
-    const refusedAuthor = await this.charge(author, conn, 'write');
+    const refusedAuthor = await this.charge(author, conn, 'write', cost);
     if (refusedAuthor === undefined) return FORWARD;
     // Not admitted: its author may send it again later, so it was never "seen".
     if (seen === 'claimed') await ctx.store.kv.del(seenKey(ctx, event.id)).catch(() => undefined);
@@ -232,7 +248,7 @@ export class Admission {
    * (see `accepted`). Until then only what this process already knows can refuse the author:
    * its in-memory block, set by an earlier charge that reached the limit.
    */
-  private authorAfterRelay(conn: ConnectionFacts, event: Event): FrameVerdict {
+  private authorAfterRelay(conn: ConnectionFacts, event: Event, cost: number): FrameVerdict {
     const { ctx } = this;
     const author = makeIdentity(
       'pubkey',
@@ -245,7 +261,7 @@ export class Admission {
       cls: 'write',
       nodeId: conn.nodeId,
     });
-    if (!known) return { forward: true, chargeOnAccept: { id: event.id, author } };
+    if (!known) return { forward: true, chargeOnAccept: { id: event.id, author, cost } };
     recordDecision(ctx, known, 'write', conn.nodeId);
     return { forward: false, reply: ['OK', event.id, false, nostrRejection(known)] };
   }
@@ -254,8 +270,8 @@ export class Admission {
    * The relay accepted an event forwarded under nostr.verify relay: its author pays now. A
    * refusal cannot take the event back; it blocks the author's next ones (in memory).
    */
-  async accepted(conn: ConnectionFacts, author: Identity): Promise<void> {
-    await this.charge(author, conn, 'write');
+  async accepted(conn: ConnectionFacts, author: Identity, cost: number): Promise<void> {
+    await this.charge(author, conn, 'write', cost);
   }
 
   /**
@@ -279,17 +295,22 @@ export class Admission {
     }
   }
 
-  /** Undefined when admitted, else the NIP-01 message of the refusal. */
+  /**
+   * Undefined when admitted, else the NIP-01 message of the refusal. A cost of 0 (a kind the
+   * operator made free) admits without consuming: no Valkey round trip.
+   */
   private async charge(
     identity: Identity,
     conn: ConnectionFacts,
     cls: 'write' | 'read',
+    cost: number,
   ): Promise<string | undefined> {
+    if (cost === 0) return undefined;
     const decision: QuotaDecision | null = await this.ctx.decider.decide({
       identity,
       ip: conn.ip,
       cls,
-      cost: 1,
+      cost,
       nodeId: conn.nodeId,
     });
     if (!decision) return undefined;

@@ -48,8 +48,8 @@ export class ProxiedConnection {
   private readonly clientBound: { high: number; low: number; max: number };
   /** What the admission step knows and counts of this connection. */
   private readonly facts: ConnectionFacts;
-  /** Forwarded event id -> the author to charge when the relay accepts it (oldest first). */
-  private readonly awaitingOk = new Map<string, Identity>();
+  /** Forwarded event id -> the author to charge, and how much, when the relay accepts it. */
+  private readonly awaitingOk = new Map<string, { author: Identity; cost: number }>();
 
   constructor(
     private readonly client: WebSocket,
@@ -112,8 +112,7 @@ export class ProxiedConnection {
 
   private async handle(data: Buffer, isBinary: boolean): Promise<void> {
     const verdict = await this.ctx.admission.frame(this.facts, data, isBinary);
-    if (verdict.chargeOnAccept)
-      this.awaitOk(verdict.chargeOnAccept.id, verdict.chargeOnAccept.author);
+    if (verdict.chargeOnAccept) this.awaitOk(verdict.chargeOnAccept);
     if (verdict.forward) this.toUpstream(data);
     if (verdict.reply) this.send(verdict.reply);
     if (verdict.close) {
@@ -123,9 +122,9 @@ export class ProxiedConnection {
     }
   }
 
-  private awaitOk(id: string, author: Identity): void {
+  private awaitOk({ id, author, cost }: { id: string; author: Identity; cost: number }): void {
     this.awaitingOk.delete(id);
-    this.awaitingOk.set(id, author);
+    this.awaitingOk.set(id, { author, cost });
     // A relay that never answers must not grow this: the oldest is dropped, never charged.
     if (this.awaitingOk.size > MAX_AWAITING_OK) {
       this.awaitingOk.delete(this.awaitingOk.keys().next().value!);
@@ -136,11 +135,11 @@ export class ProxiedConnection {
   private settle(data: Buffer): void {
     const head = OK_HEAD.exec(data.toString('latin1', 0, 160));
     if (!head) return;
-    const author = this.awaitingOk.get(head[1]!);
-    if (!author) return;
+    const awaited = this.awaitingOk.get(head[1]!);
+    if (!awaited) return;
     this.awaitingOk.delete(head[1]!);
     if (head[2] !== 'true' || head[3]) return;
-    this.ctx.admission.accepted(this.facts, author).catch((err: unknown) => {
+    this.ctx.admission.accepted(this.facts, awaited.author, awaited.cost).catch((err: unknown) => {
       this.ctx.metrics.internalErrors.inc({ where: 'frame' });
       this.ctx.log.error({ err }, 'charging an accepted event failed');
     });

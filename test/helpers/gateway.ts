@@ -112,6 +112,13 @@ export async function admin(
   });
 }
 
+/** Write points a client ("ip:<address>", "pk:<hex>") has consumed, from the admin view. */
+export async function writesConsumed(gw: GatewayUnderTest, client: string): Promise<number> {
+  const res = await admin(gw, 'GET', `/admin/clients/${client}`);
+  if (res.status !== 200) throw new Error(`/admin/clients/${client} answered ${res.status}`);
+  return (JSON.parse(res.body) as { write: { consumed: number } }).write.consumed;
+}
+
 /** A metric's value on the admin listener: the series `name{labels}` exactly; 0 when absent. */
 export async function metricValue(
   gw: GatewayUnderTest,
@@ -171,6 +178,13 @@ export class NostrClient {
 
   oks(): unknown[][] {
     return this.received.filter((m) => m[0] === 'OK');
+  }
+
+  /** Send an EVENT (or any message) and wait for the OK that answers `id`. */
+  async okFor(id: string, message: unknown, timeoutMs = 10_000): Promise<unknown[]> {
+    this.send(message);
+    await this.until((msgs) => msgs.some((m) => m[0] === 'OK' && m[1] === id), timeoutMs);
+    return this.received.find((m) => m[0] === 'OK' && m[1] === id)!;
   }
 
   close(): void {

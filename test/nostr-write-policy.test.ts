@@ -1,0 +1,101 @@
+/**
+ * A relay operator's write policy through the gateway, over real WebSockets to the reference
+ * relay: costs by kind and size, blocked kinds, free kinds.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { generateSecretKey, getPublicKey } from 'nostr-tools/pure';
+import { NostrClient, startGateway, writesConsumed } from './helpers/gateway.js';
+import type { GatewayUnderTest } from './helpers/gateway.js';
+import { relayHas, signedEvent } from './helpers/nostr-events.js';
+import { startRelay, stopAll } from './helpers/processes.js';
+import type { RelayProcess } from './helpers/processes.js';
+
+const LIMIT = 100;
+
+describe('event costs by kind and size', { timeout: 90_000 }, () => {
+  let relay: RelayProcess;
+  let gw: GatewayUnderTest;
+  const clients: NostrClient[] = [];
+  const connect = async (from: string) => {
+    const c = await NostrClient.connect(gw.url, from);
+    clients.push(c);
+    return c;
+  };
+
+  before(async () => {
+    relay = await startRelay({ nodeId: 'relay-a' });
+    gw = await startGateway('iovalkey', 'standalone', [{ id: 'relay-a', url: relay.url }], {
+      identity: { order: ['pubkey', 'ip'] },
+      quotas: {
+        keyPrefix: `costs${Date.now().toString(36)}`,
+        tiers: { default: { write: { points: LIMIT, windowSec: 60 } } },
+      },
+      nostr: {
+        costs: {
+          kinds: { '1': 1, '1984': 20, '20000-29999': 0 },
+          default: 1,
+          perKiB: { points: 2, freeBytes: 1024 },
+        },
+        blockedKinds: [4, '1000-1099'],
+      },
+    });
+  });
+
+  after(async () => {
+    for (const c of clients) c.close();
+    await stopAll(gw?.proc, relay);
+  });
+
+  it('a kind-1984 event spends 20 points of its sender and of its author', async () => {
+    const client = await connect('127.0.13.2');
+    const sk = generateSecretKey();
+    const report = signedEvent(1984, 'spam report', sk);
+    assert.equal((await client.okFor(report.id, ['EVENT', report]))[2], true);
+    assert.equal(await writesConsumed(gw, 'ip:127.0.13.2'), 20);
+    assert.equal(await writesConsumed(gw, `pk:${getPublicKey(sk)}`), 20);
+    const note = signedEvent(1, 'a note', sk);
+    assert.equal((await client.okFor(note.id, ['EVENT', note]))[2], true);
+    assert.equal(await writesConsumed(gw, 'ip:127.0.13.2'), 21, 'a kind-1 note costs one');
+  });
+
+  it('an event above the free size pays per started KiB', async () => {
+    const client = await connect('127.0.13.3');
+    const big = signedEvent(1, 'x'.repeat(3000));
+    const bytes = Buffer.byteLength(JSON.stringify(['EVENT', big]));
+    const expected = 1 + Math.ceil((bytes - 1024) / 1024) * 2;
+    assert.equal((await client.okFor(big.id, ['EVENT', big]))[2], true);
+    assert.equal(await writesConsumed(gw, 'ip:127.0.13.3'), expected);
+    assert.ok(expected >= 7, `${bytes} bytes cost ${expected} points`);
+  });
+
+  it('refuses blocked kinds with blocked:, charging nothing and forwarding nothing', async () => {
+    const client = await connect('127.0.13.4');
+    for (const kind of [4, 1050]) {
+      const dm = signedEvent(kind, 'blocked');
+      const ok = await client.okFor(dm.id, ['EVENT', dm]);
+      assert.equal(ok[2], false);
+      assert.match(String(ok[3]), new RegExp(`^blocked: events of kind ${kind} `));
+      assert.equal(await relayHas(relay.url, dm.id), false, 'the relay never saw it');
+    }
+    assert.equal(await writesConsumed(gw, 'ip:127.0.13.4'), 0);
+    const allowed = signedEvent(1100, 'just past the blocked range');
+    assert.equal((await client.okFor(allowed.id, ['EVENT', allowed]))[2], true);
+  });
+
+  it('admits a kind priced 0 without consuming, even once the quota is spent', async () => {
+    const client = await connect('127.0.13.5');
+    for (let i = 0; i < LIMIT / 20; i++) {
+      const report = signedEvent(1984, `report ${i}`);
+      assert.equal((await client.okFor(report.id, ['EVENT', report]))[2], true);
+    }
+    assert.equal(await writesConsumed(gw, 'ip:127.0.13.5'), LIMIT);
+    const note = signedEvent(1, 'one too many');
+    const refused = await client.okFor(note.id, ['EVENT', note]);
+    assert.equal(refused[2], false);
+    assert.match(String(refused[3]), /^rate-limited: /);
+    const ephemeral = signedEvent(20001, 'typing...');
+    const ok = await client.okFor(ephemeral.id, ['EVENT', ephemeral]);
+    assert.equal(ok[2], true, `an ephemeral event priced 0 is forwarded: ${String(ok[3])}`);
+  });
+});
