@@ -7,7 +7,7 @@ import { after, before, describe, it } from 'node:test';
 import { generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import { NostrClient, startGateway, writesConsumed } from './helpers/gateway.js';
 import type { GatewayUnderTest } from './helpers/gateway.js';
-import { relayHas, signedEvent } from './helpers/nostr-events.js';
+import { minedEvent, relayHas, signedEvent, unminedEvent } from './helpers/nostr-events.js';
 import { startRelay, stopAll } from './helpers/processes.js';
 import type { RelayProcess } from './helpers/processes.js';
 
@@ -97,5 +97,88 @@ describe('event costs by kind and size', { timeout: 90_000 }, () => {
     const ephemeral = signedEvent(20001, 'typing...');
     const ok = await client.okFor(ephemeral.id, ['EVENT', ephemeral]);
     assert.equal(ok[2], true, `an ephemeral event priced 0 is forwarded: ${String(ok[3])}`);
+  });
+});
+
+describe('proof of work (NIP-13)', { timeout: 90_000 }, () => {
+  const MIN = 4;
+  let relay: RelayProcess;
+  let gw: GatewayUnderTest;
+  const clients: NostrClient[] = [];
+  const connect = async (from: string) => {
+    const c = await NostrClient.connect(gw.url, from);
+    clients.push(c);
+    return c;
+  };
+
+  before(async () => {
+    relay = await startRelay({ nodeId: 'relay-a' });
+    gw = await startGateway('valkey-glide', 'cluster', [{ id: 'relay-a', url: relay.url }], {
+      identity: { order: ['pubkey', 'ip'] },
+      quotas: {
+        keyPrefix: `pow${Date.now().toString(36)}`,
+        tiers: { default: { write: { points: LIMIT, windowSec: 60 } } },
+      },
+      nostr: {
+        costs: { kinds: { '1984': 20 } },
+        // Half price per 4 bits above the minimum.
+        pow: { minDifficulty: MIN, discount: { perBits: 4, factor: 0.5 } },
+      },
+    });
+  });
+
+  after(async () => {
+    for (const c of clients) c.close();
+    await stopAll(gw?.proc, relay);
+  });
+
+  it('refuses an event below the minimum with pow:, naming the required difficulty', async () => {
+    const client = await connect('127.0.14.2');
+    const lazy = unminedEvent(1, 'no work', MIN);
+    const ok = await client.okFor(lazy.id, ['EVENT', lazy]);
+    assert.equal(ok[2], false);
+    assert.match(String(ok[3]), new RegExp(`^pow: difficulty \\d is below the required ${MIN}$`));
+    assert.equal(await relayHas(relay.url, lazy.id), false);
+    const worked = minedEvent(1, 'some work', MIN);
+    assert.equal((await client.okFor(worked.id, ['EVENT', worked]))[2], true);
+  });
+
+  it('credits the committed target, not the luck beyond it', async () => {
+    const client = await connect('127.0.14.3');
+    // At least 8 zero bits, but its nonce commits to 2: it counts as 2, below the minimum.
+    const lucky = minedEvent(1, 'lucky', 8, 2);
+    const ok = await client.okFor(lucky.id, ['EVENT', lucky]);
+    assert.equal(ok[2], false);
+    assert.match(String(ok[3]), new RegExp(`^pow: difficulty 2 is below the required ${MIN}$`));
+  });
+
+  it('discounts work: half price per 4 bits above the minimum', async () => {
+    const client = await connect('127.0.14.4');
+    const atMinimum = minedEvent(1984, 'report at the minimum', MIN);
+    assert.equal((await client.okFor(atMinimum.id, ['EVENT', atMinimum]))[2], true);
+    assert.equal(await writesConsumed(gw, 'ip:127.0.14.4'), 20, 'full price at the minimum');
+    const sk = generateSecretKey();
+    const hard = minedEvent(1984, 'report with work', MIN + 8, MIN + 8, sk);
+    assert.equal((await client.okFor(hard.id, ['EVENT', hard]))[2], true);
+    assert.equal(await writesConsumed(gw, 'ip:127.0.14.4'), 20 + 5, 'a quarter for 8 bits more');
+    assert.equal(await writesConsumed(gw, `pk:${getPublicKey(sk)}`), 5, 'its author too');
+  });
+
+  it('charges a forged id claiming work full price, as an event that does not verify', async () => {
+    const client = await connect('127.0.14.5');
+    const mined = minedEvent(1984, 'original', MIN + 8);
+    // Same id and signature, other content: the id is not its hash any more.
+    const forged = { ...mined, content: 'tampered' };
+    const ok = await client.okFor(forged.id, ['EVENT', forged]);
+    assert.equal(ok[2], false);
+    assert.match(String(ok[3]), /^invalid: event id does not match its content/);
+    assert.equal(await writesConsumed(gw, 'ip:127.0.14.5'), 20, 'no discount for a false id');
+    // An id made of zeros, hashed from nothing: the same.
+    const zeros = { ...signedEvent(1, 'fake work'), id: '0'.repeat(16) + 'f'.repeat(48) };
+    const fake = await client.okFor(zeros.id, ['EVENT', zeros]);
+    assert.equal(fake[2], false);
+    assert.match(String(fake[3]), /^invalid: /);
+    assert.equal(await writesConsumed(gw, 'ip:127.0.14.5'), 21);
+    assert.equal(await relayHas(relay.url, mined.id), false);
   });
 });

@@ -289,6 +289,20 @@ export const GatewayConfigSchema = z
           costs: EventCosts.prefault({}),
           /** Kinds answered `blocked:` and never forwarded, e.g. [4, "1000-1999"]. */
           blockedKinds: z.array(KindSpec).default([]),
+          /** NIP-13 proof of work on event ids (the `nonce` tag's committed target caps it). */
+          pow: z
+            .object({
+              /** Events credited with fewer leading zero bits are refused `pow:` (0: none). */
+              minDifficulty: z.number().int().min(0).max(256).default(0),
+              /** Each whole `perBits` above minDifficulty multiplies the cost by `factor`. */
+              discount: z
+                .object({
+                  perBits: z.number().int().min(1).max(256),
+                  factor: z.number().gt(0).lt(1),
+                })
+                .optional(),
+            })
+            .prefault({}),
         }),
       )
       .prefault({}),

@@ -16,7 +16,8 @@ import type { GatewayContext } from './context.js';
 import { recordDecision } from './context.js';
 import { compileCosts, eventCost, kindMatcher } from './nostr-costs.js';
 import type { CostTable } from './nostr-costs.js';
-import { parseClientFrame, sniffEventId, verifySignature } from './nostr-frames.js';
+import { eventIdMatches, parseClientFrame, sniffEventId, verifySignature } from './nostr-frames.js';
+import { discountedCost, workDone } from './nostr-pow.js';
 import { parseRequestTarget } from './request-target.js';
 import type { RequestTarget } from './request-target.js';
 import type { UpstreamState } from './upstreams.js';
@@ -208,8 +209,24 @@ export class Admission {
       ctx.metrics.frames.inc({ type: 'BLOCKED' });
       return notOk(`blocked: events of kind ${event.kind} are not accepted here`);
     }
-    const cost = eventCost(this.costs, event.kind, bytes);
-    const refusedSender = await this.charge(this.sender(conn), conn, 'write', cost);
+    let cost = eventCost(this.costs, event.kind, bytes);
+    const sender = this.sender(conn);
+    const { pow } = nostr;
+    if (pow.minDifficulty > 0 || pow.discount) {
+      // Judged on the id as claimed first (a refusal needs no hashing), then on the id the
+      // event really hashes to: a forged id claiming work pays full price, as a forgery.
+      const work = workDone(event.id, event.tags);
+      if (work < pow.minDifficulty) {
+        ctx.metrics.frames.inc({ type: 'POW' });
+        return notOk(`pow: difficulty ${work} is below the required ${pow.minDifficulty}`);
+      }
+      if (!eventIdMatches(event)) {
+        await this.charge(sender, conn, 'write', cost);
+        return this.doesNotVerify(conn, notOk('invalid: event id does not match its content'));
+      }
+      cost = discountedCost(cost, work, pow.minDifficulty, pow.discount);
+    }
+    const refusedSender = await this.charge(sender, conn, 'write', cost);
     if (refusedSender !== undefined) return notOk(refusedSender);
     const quotasOn = ctx.config.quotas.enabled;
     if (nostr.verify === 'relay' && quotasOn && identity.order.includes('pubkey')) {
@@ -217,14 +234,7 @@ export class Admission {
     }
     if (!verifies(nostr.verify, identity.order, quotasOn)) return FORWARD;
     if (!verifySignature(event)) {
-      conn.invalidEvents++;
-      ctx.metrics.frames.inc({ type: 'INVALID_SIGNATURE' });
-      const verdict = notOk('invalid: event id or signature does not verify');
-      if (conn.invalidEvents < nostr.maxInvalidEvents) return verdict;
-      return {
-        ...verdict,
-        close: { code: 1008, reason: 'too many events that do not verify' },
-      };
+      return this.doesNotVerify(conn, notOk('invalid: event id or signature does not verify'));
     }
     if (!quotasOn || !identity.order.includes('pubkey')) return FORWARD;
     const author = makeIdentity('pubkey', event.pubkey, ctx.policy.defaultTier, identity.keySalt);
@@ -241,6 +251,14 @@ export class Admission {
     // Not admitted: its author may send it again later, so it was never "seen".
     if (seen === 'claimed') await ctx.store.kv.del(seenKey(ctx, event.id)).catch(() => undefined);
     return notOk(refusedAuthor);
+  }
+
+  /** An EVENT whose id or signature is false: counted, and past the bound the connection closes. */
+  private doesNotVerify(conn: ConnectionFacts, verdict: FrameVerdict): FrameVerdict {
+    conn.invalidEvents++;
+    this.ctx.metrics.frames.inc({ type: 'INVALID_SIGNATURE' });
+    if (conn.invalidEvents < this.ctx.config.nostr.maxInvalidEvents) return verdict;
+    return { ...verdict, close: { code: 1008, reason: 'too many events that do not verify' } };
   }
 
   /**

@@ -73,4 +73,4 @@ function parseEvent(raw: unknown): ClientFrame {
 }
 
 /** The event id is the hash of its content and the signature is the pubkey's over that id. */
-export { initSignatureVerifier, verifySignature } from './nostr-verify.js';
+export { eventIdMatches, initSignatureVerifier, verifySignature } from './nostr-verify.js';

@@ -1,4 +1,5 @@
-import { finalizeEvent, generateSecretKey } from 'nostr-tools/pure';
+import { getPow } from 'nostr-tools/nip13';
+import { finalizeEvent, generateSecretKey, getEventHash, getPublicKey } from 'nostr-tools/pure';
 import type { Event } from 'nostr-tools/pure';
 import { NostrClient } from './gateway.js';
 
@@ -10,6 +11,35 @@ export function signedEvent(
   tags: string[][] = [],
 ): Event {
   return finalizeEvent({ kind, created_at: Math.floor(Date.now() / 1000), tags, content }, sk);
+}
+
+/**
+ * A signed event whose id has at least `difficulty` leading zero bits (NIP-13), its nonce
+ * tag committing to `committed` (the difficulty unless given).
+ */
+export function minedEvent(
+  kind: number,
+  content: string,
+  difficulty: number,
+  committed = difficulty,
+  sk = generateSecretKey(),
+): Event {
+  const base = { kind, created_at: Math.floor(Date.now() / 1000), content };
+  const pubkey = getPublicKey(sk);
+  for (let n = 0; ; n++) {
+    const tags = [['nonce', String(n), String(committed)]];
+    if (getPow(getEventHash({ ...base, tags, pubkey })) >= difficulty) {
+      return finalizeEvent({ ...base, tags }, sk);
+    }
+  }
+}
+
+/** A signed event whose id has fewer than `bits` leading zero bits (no luck allowed). */
+export function unminedEvent(kind: number, content: string, bits: number): Event {
+  for (;;) {
+    const event = signedEvent(kind, content);
+    if (getPow(event.id) < bits) return event;
+  }
 }
 
 /** Whether a relay holds an event, asked directly over its own WebSocket. */
