@@ -3,34 +3,21 @@
  * relay: costs by kind and size, blocked kinds, free kinds.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { generateSecretKey, getPublicKey } from 'nostr-tools/pure';
-import { NostrClient, startGateway, writesConsumed } from './helpers/gateway.js';
-import type { GatewayUnderTest } from './helpers/gateway.js';
+import { writesConsumed } from './helpers/gateway.js';
 import { minedEvent, relayHas, signedEvent, unminedEvent } from './helpers/nostr-events.js';
-import { startRelay, stopAll } from './helpers/processes.js';
-import type { RelayProcess } from './helpers/processes.js';
+import { nostrSuite } from './helpers/nostr-suite.js';
 
 const LIMIT = 100;
 
 describe('event costs by kind and size', { timeout: 90_000 }, () => {
-  let relay: RelayProcess;
-  let gw: GatewayUnderTest;
-  const clients: NostrClient[] = [];
-  const connect = async (from: string) => {
-    const c = await NostrClient.connect(gw.url, from);
-    clients.push(c);
-    return c;
-  };
-
-  before(async () => {
-    relay = await startRelay({ nodeId: 'relay-a' });
-    gw = await startGateway('iovalkey', 'standalone', [{ id: 'relay-a', url: relay.url }], {
+  const suite = nostrSuite({
+    client: 'iovalkey',
+    mode: 'standalone',
+    limit: LIMIT,
+    settings: {
       identity: { order: ['pubkey', 'ip'] },
-      quotas: {
-        keyPrefix: `costs${Date.now().toString(36)}`,
-        tiers: { default: { write: { points: LIMIT, windowSec: 60 } } },
-      },
       nostr: {
         costs: {
           kinds: { '1': 1, '1984': 20, '20000-29999': 0 },
@@ -39,24 +26,21 @@ describe('event costs by kind and size', { timeout: 90_000 }, () => {
         },
         blockedKinds: [4, '1000-1099'],
       },
-    });
+    },
   });
-
-  after(async () => {
-    for (const c of clients) c.close();
-    await stopAll(gw?.proc, relay);
-  });
+  const connect = suite.connect;
+  const gw = () => suite.gw();
 
   it('a kind-1984 event spends 20 points of its sender and of its author', async () => {
     const client = await connect('127.0.13.2');
     const sk = generateSecretKey();
     const report = signedEvent(1984, 'spam report', sk);
     assert.equal((await client.okFor(report.id, ['EVENT', report]))[2], true);
-    assert.equal(await writesConsumed(gw, 'ip:127.0.13.2'), 20);
-    assert.equal(await writesConsumed(gw, `pk:${getPublicKey(sk)}`), 20);
+    assert.equal(await writesConsumed(gw(), 'ip:127.0.13.2'), 20);
+    assert.equal(await writesConsumed(gw(), `pk:${getPublicKey(sk)}`), 20);
     const note = signedEvent(1, 'a note', sk);
     assert.equal((await client.okFor(note.id, ['EVENT', note]))[2], true);
-    assert.equal(await writesConsumed(gw, 'ip:127.0.13.2'), 21, 'a kind-1 note costs one');
+    assert.equal(await writesConsumed(gw(), 'ip:127.0.13.2'), 21, 'a kind-1 note costs one');
   });
 
   it('an event above the free size pays per started KiB', async () => {
@@ -65,7 +49,7 @@ describe('event costs by kind and size', { timeout: 90_000 }, () => {
     const bytes = Buffer.byteLength(JSON.stringify(['EVENT', big]));
     const expected = 1 + Math.ceil((bytes - 1024) / 1024) * 2;
     assert.equal((await client.okFor(big.id, ['EVENT', big]))[2], true);
-    assert.equal(await writesConsumed(gw, 'ip:127.0.13.3'), expected);
+    assert.equal(await writesConsumed(gw(), 'ip:127.0.13.3'), expected);
     assert.ok(expected >= 7, `${bytes} bytes cost ${expected} points`);
   });
 
@@ -76,9 +60,9 @@ describe('event costs by kind and size', { timeout: 90_000 }, () => {
       const ok = await client.okFor(dm.id, ['EVENT', dm]);
       assert.equal(ok[2], false);
       assert.match(String(ok[3]), new RegExp(`^blocked: events of kind ${kind} `));
-      assert.equal(await relayHas(relay.url, dm.id), false, 'the relay never saw it');
+      assert.equal(await relayHas(suite.relay().url, dm.id), false, 'the relay never saw it');
     }
-    assert.equal(await writesConsumed(gw, 'ip:127.0.13.4'), 0);
+    assert.equal(await writesConsumed(gw(), 'ip:127.0.13.4'), 0);
     const allowed = signedEvent(1100, 'just past the blocked range');
     assert.equal((await client.okFor(allowed.id, ['EVENT', allowed]))[2], true);
   });
@@ -89,7 +73,7 @@ describe('event costs by kind and size', { timeout: 90_000 }, () => {
       const report = signedEvent(1984, `report ${i}`);
       assert.equal((await client.okFor(report.id, ['EVENT', report]))[2], true);
     }
-    assert.equal(await writesConsumed(gw, 'ip:127.0.13.5'), LIMIT);
+    assert.equal(await writesConsumed(gw(), 'ip:127.0.13.5'), LIMIT);
     const note = signedEvent(1, 'one too many');
     const refused = await client.okFor(note.id, ['EVENT', note]);
     assert.equal(refused[2], false);
@@ -102,35 +86,21 @@ describe('event costs by kind and size', { timeout: 90_000 }, () => {
 
 describe('proof of work (NIP-13)', { timeout: 90_000 }, () => {
   const MIN = 4;
-  let relay: RelayProcess;
-  let gw: GatewayUnderTest;
-  const clients: NostrClient[] = [];
-  const connect = async (from: string) => {
-    const c = await NostrClient.connect(gw.url, from);
-    clients.push(c);
-    return c;
-  };
-
-  before(async () => {
-    relay = await startRelay({ nodeId: 'relay-a' });
-    gw = await startGateway('valkey-glide', 'cluster', [{ id: 'relay-a', url: relay.url }], {
+  const suite = nostrSuite({
+    client: 'valkey-glide',
+    mode: 'cluster',
+    limit: LIMIT,
+    settings: {
       identity: { order: ['pubkey', 'ip'] },
-      quotas: {
-        keyPrefix: `pow${Date.now().toString(36)}`,
-        tiers: { default: { write: { points: LIMIT, windowSec: 60 } } },
-      },
       nostr: {
         costs: { kinds: { '1984': 20 } },
         // Half price per 4 bits above the minimum.
         pow: { minDifficulty: MIN, discount: { perBits: 4, factor: 0.5 } },
       },
-    });
+    },
   });
-
-  after(async () => {
-    for (const c of clients) c.close();
-    await stopAll(gw?.proc, relay);
-  });
+  const connect = suite.connect;
+  const gw = () => suite.gw();
 
   it('refuses an event below the minimum with pow:, naming the required difficulty', async () => {
     const client = await connect('127.0.14.2');
@@ -138,7 +108,7 @@ describe('proof of work (NIP-13)', { timeout: 90_000 }, () => {
     const ok = await client.okFor(lazy.id, ['EVENT', lazy]);
     assert.equal(ok[2], false);
     assert.match(String(ok[3]), new RegExp(`^pow: difficulty \\d is below the required ${MIN}$`));
-    assert.equal(await relayHas(relay.url, lazy.id), false);
+    assert.equal(await relayHas(suite.relay().url, lazy.id), false);
     const worked = minedEvent(1, 'some work', MIN);
     assert.equal((await client.okFor(worked.id, ['EVENT', worked]))[2], true);
   });
@@ -156,12 +126,12 @@ describe('proof of work (NIP-13)', { timeout: 90_000 }, () => {
     const client = await connect('127.0.14.4');
     const atMinimum = minedEvent(1984, 'report at the minimum', MIN);
     assert.equal((await client.okFor(atMinimum.id, ['EVENT', atMinimum]))[2], true);
-    assert.equal(await writesConsumed(gw, 'ip:127.0.14.4'), 20, 'full price at the minimum');
+    assert.equal(await writesConsumed(gw(), 'ip:127.0.14.4'), 20, 'full price at the minimum');
     const sk = generateSecretKey();
     const hard = minedEvent(1984, 'report with work', MIN + 8, MIN + 8, sk);
     assert.equal((await client.okFor(hard.id, ['EVENT', hard]))[2], true);
-    assert.equal(await writesConsumed(gw, 'ip:127.0.14.4'), 20 + 5, 'a quarter for 8 bits more');
-    assert.equal(await writesConsumed(gw, `pk:${getPublicKey(sk)}`), 5, 'its author too');
+    assert.equal(await writesConsumed(gw(), 'ip:127.0.14.4'), 20 + 5, 'a quarter for 8 bits more');
+    assert.equal(await writesConsumed(gw(), `pk:${getPublicKey(sk)}`), 5, 'its author too');
   });
 
   it('charges a forged id claiming work full price, as an event that does not verify', async () => {
@@ -172,13 +142,13 @@ describe('proof of work (NIP-13)', { timeout: 90_000 }, () => {
     const ok = await client.okFor(forged.id, ['EVENT', forged]);
     assert.equal(ok[2], false);
     assert.match(String(ok[3]), /^invalid: event id does not match its content/);
-    assert.equal(await writesConsumed(gw, 'ip:127.0.14.5'), 20, 'no discount for a false id');
+    assert.equal(await writesConsumed(gw(), 'ip:127.0.14.5'), 20, 'no discount for a false id');
     // An id made of zeros, hashed from nothing: the same.
     const zeros = { ...signedEvent(1, 'fake work'), id: '0'.repeat(16) + 'f'.repeat(48) };
     const fake = await client.okFor(zeros.id, ['EVENT', zeros]);
     assert.equal(fake[2], false);
     assert.match(String(fake[3]), /^invalid: /);
-    assert.equal(await writesConsumed(gw, 'ip:127.0.14.5'), 21);
-    assert.equal(await relayHas(relay.url, mined.id), false);
+    assert.equal(await writesConsumed(gw(), 'ip:127.0.14.5'), 21);
+    assert.equal(await relayHas(suite.relay().url, mined.id), false);
   });
 });
