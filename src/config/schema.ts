@@ -289,6 +289,10 @@ export const GatewayConfigSchema = z
           costs: EventCosts.prefault({}),
           /** Kinds answered `blocked:` and never forwarded, e.g. [4, "1000-1999"]. */
           blockedKinds: z.array(KindSpec).default([]),
+          /** Open subscriptions (REQ ids) per connection; a REQ beyond: CLOSED restricted:. */
+          maxSubscriptions: positiveInt.optional(),
+          /** Filters in one REQ or COUNT; beyond: CLOSED restricted:. */
+          maxFiltersPerReq: positiveInt.optional(),
           /** NIP-13 proof of work on event ids (the `nonce` tag's committed target caps it). */
           pow: z
             .object({

@@ -50,6 +50,11 @@ export interface ConnectionFacts extends SenderFacts {
   nodeId: string;
   /** EVENTs that failed verification on this connection. */
   invalidEvents: number;
+  /**
+   * Subscription ids open on this connection, tracked only under nostr.maxSubscriptions (so
+   * bounded by it: ids are at most 64 characters).
+   */
+  subscriptions?: Set<string>;
 }
 
 export interface FrameVerdict {
@@ -184,14 +189,42 @@ export class Admission {
         return this.event(conn, frame.event, data.length);
       case 'REQ':
       case 'COUNT': {
-        const refused = await this.charge(this.sender(conn), conn, 'read', 1);
-        return refused === undefined
-          ? FORWARD
-          : { forward: false, reply: ['CLOSED', frame.subId, refused] };
+        const refused =
+          this.subscriptionRefusal(conn, frame) ??
+          (await this.charge(this.sender(conn), conn, 'read', 1));
+        if (refused !== undefined) {
+          return { forward: false, reply: ['CLOSED', frame.subId, refused] };
+        }
+        if (frame.type === 'REQ') conn.subscriptions?.add(frame.subId);
+        return FORWARD;
       }
+      case 'CLOSE':
+        if (frame.subId !== undefined) conn.subscriptions?.delete(frame.subId);
+        return FORWARD;
       default:
         return FORWARD;
     }
+  }
+
+  /**
+   * `restricted:` when a REQ or COUNT has more filters than nostr.maxFiltersPerReq, or a REQ
+   * would open one subscription more than nostr.maxSubscriptions (a REQ reusing an open id
+   * replaces that subscription and counts once). Refused before anything is charged.
+   */
+  private subscriptionRefusal(
+    conn: ConnectionFacts,
+    frame: { type: 'REQ' | 'COUNT'; subId: string; filters: number },
+  ): string | undefined {
+    const { maxFiltersPerReq, maxSubscriptions } = this.ctx.config.nostr;
+    if (maxFiltersPerReq !== undefined && frame.filters > maxFiltersPerReq) {
+      this.ctx.metrics.frames.inc({ type: 'RESTRICTED' });
+      return `restricted: at most ${maxFiltersPerReq} filters per ${frame.type}`;
+    }
+    if (maxSubscriptions === undefined || frame.type !== 'REQ') return undefined;
+    const open = (conn.subscriptions ??= new Set());
+    if (open.has(frame.subId) || open.size < maxSubscriptions) return undefined;
+    this.ctx.metrics.frames.inc({ type: 'RESTRICTED' });
+    return `restricted: at most ${maxSubscriptions} open subscriptions per connection; CLOSE one first`;
   }
 
   /**

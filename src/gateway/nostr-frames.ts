@@ -7,8 +7,11 @@ export type ClientFrame =
   | { type: 'EVENT'; event: Event }
   /** An EVENT that cannot be accepted: answered with OK false "invalid:". */
   | { type: 'BAD_EVENT'; id: string; reason: string }
-  | { type: 'REQ' | 'COUNT'; subId: string }
-  | { type: 'CLOSE' | 'AUTH' | 'OTHER'; verb: string }
+  /** `filters`: how many filters follow the subscription id (not parsed here). */
+  | { type: 'REQ' | 'COUNT'; subId: string; filters: number }
+  /** `subId` when it is a string a REQ could have opened (1-64 characters). */
+  | { type: 'CLOSE'; verb: string; subId?: string }
+  | { type: 'AUTH' | 'OTHER'; verb: string }
   /** Not a NIP-01 message at all: answered with NOTICE. */
   | { type: 'MALFORMED'; reason: string };
 
@@ -48,8 +51,11 @@ export function parseClientFrame(text: string): ClientFrame {
       if (typeof msg[1] !== 'string' || msg[1].length === 0 || msg[1].length > 64) {
         return { type: 'MALFORMED', reason: `${verb} needs a subscription id of 1-64 characters` };
       }
-      return { type: verb, subId: msg[1] };
+      return { type: verb, subId: msg[1], filters: msg.length - 2 };
     case 'CLOSE':
+      return typeof msg[1] === 'string' && msg[1].length > 0 && msg[1].length <= 64
+        ? { type: verb, verb, subId: msg[1] }
+        : { type: verb, verb };
     case 'AUTH':
       return { type: verb, verb };
     default:

@@ -18,6 +18,8 @@ const SLOW_CLOSE_GRACE_MS = 1000;
 /** Events awaiting the relay's OK to charge their author (nostr.verify relay), per connection. */
 const MAX_AWAITING_OK = 1024;
 /** The head of a relay's OK: `["OK","<id>",true|false,"<message>`, compact or spaced. */
+/** The head of a relay's CLOSED, which ends a subscription. */
+const CLOSED_HEAD = /^\s*\[\s*"CLOSED"\s*,/;
 const OK_HEAD = /^\s*\[\s*"OK"\s*,\s*"([0-9a-f]{64})"\s*,\s*(true|false)\s*,\s*"(duplicate:)?/;
 
 /** Close codes a peer may send; reserved ones (1005, 1006, 1015) are mapped. */
@@ -64,7 +66,9 @@ export class ProxiedConnection {
     this.clientBound = { high, low: Math.floor(high / 4), max };
     client.on('message', (data, isBinary) => this.enqueue(data, isBinary));
     upstream.on('message', (data, isBinary) => {
-      if (this.awaitingOk.size > 0 && !isBinary) this.settle(toBuffer(data));
+      if (!isBinary && (this.awaitingOk.size > 0 || this.facts.subscriptions?.size)) {
+        this.observe(toBuffer(data));
+      }
       this.toClient(data, isBinary);
     });
     client.on('close', (code) =>
@@ -131,9 +135,14 @@ export class ProxiedConnection {
     }
   }
 
-  /** A relay message that accepts an awaited event charges its author; a duplicate does not. */
-  private settle(data: Buffer): void {
-    const head = OK_HEAD.exec(data.toString('latin1', 0, 160));
+  /**
+   * What the gateway follows in the relay's messages: an OK that accepts an awaited event
+   * charges its author (a duplicate does not); a CLOSED ends a subscription it counted.
+   */
+  private observe(data: Buffer): void {
+    const start = data.toString('latin1', 0, 160);
+    if (CLOSED_HEAD.test(start)) return this.subscriptionClosed(data);
+    const head = OK_HEAD.exec(start);
     if (!head) return;
     const awaited = this.awaitingOk.get(head[1]!);
     if (!awaited) return;
@@ -143,6 +152,18 @@ export class ProxiedConnection {
       this.ctx.metrics.internalErrors.inc({ where: 'frame' });
       this.ctx.log.error({ err }, 'charging an accepted event failed');
     });
+  }
+
+  /** The relay closed a subscription (refused or ended it): it no longer counts. */
+  private subscriptionClosed(data: Buffer): void {
+    const open = this.facts.subscriptions;
+    if (!open?.size) return;
+    try {
+      const msg: unknown = JSON.parse(data.toString('utf8'));
+      if (Array.isArray(msg) && typeof msg[1] === 'string') open.delete(msg[1]);
+    } catch {
+      // Not JSON: the client gets it as it is, and nothing is freed.
+    }
   }
 
   private send(message: unknown[]): void {
