@@ -58,7 +58,12 @@ const Upstream = z.object({
 });
 export type Upstream = z.infer<typeof Upstream>;
 
-export const IDENTITY_SOURCES = ['apiKey', 'pubkey', 'ip'] as const;
+/**
+ * Where a client's identity comes from: a known API key, the verified author of an EVENT
+ * (charged besides the sender), the pubkey a connection authenticated with NIP-42 AUTH
+ * (`auth`), the address.
+ */
+export const IDENTITY_SOURCES = ['apiKey', 'pubkey', 'auth', 'ip'] as const;
 export type IdentitySource = (typeof IDENTITY_SOURCES)[number];
 
 /**
@@ -289,6 +294,13 @@ export const GatewayConfigSchema = z
           costs: EventCosts.prefault({}),
           /** Kinds answered `blocked:` and never forwarded, e.g. [4, "1000-1999"]. */
           blockedKinds: z.array(KindSpec).default([]),
+          /**
+           * The URL clients use for this gateway (ws:// or wss://): an AUTH event's relay tag
+           * must name it. Needed by the `auth` identity and authRequiredForWrites.
+           */
+          publicUrl: z.url({ protocol: /^wss?$/ }).optional(),
+          /** EVENTs from connections that have not authenticated (NIP-42) get auth-required:. */
+          authRequiredForWrites: z.boolean().default(false),
           /** Open subscriptions (REQ ids) per connection; a REQ beyond: CLOSED restricted:. */
           maxSubscriptions: positiveInt.optional(),
           /** Filters in one REQ or COUNT; beyond: CLOSED restricted:. */
@@ -360,6 +372,15 @@ export const GatewayConfigSchema = z
         path: ['upstreams'],
         message: `node id "${dup}" appears twice`,
       });
+    const needsAuth = cfg.identity.order.includes('auth') || cfg.nostr.authRequiredForWrites;
+    if (needsAuth && cfg.nostr.publicUrl === undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['nostr', 'publicUrl'],
+        message:
+          'is required by NIP-42 AUTH (the auth identity or authRequiredForWrites): the ws:// or wss:// URL clients use, which their AUTH events name',
+      });
+    }
     if (cfg.identity.order.includes('pubkey') && cfg.nostr.verify === 'never') {
       ctx.addIssue({
         code: 'custom',

@@ -14,18 +14,31 @@ import { StoreError } from '../store/index.js';
 import { WindowCounters } from '../util/window-counters.js';
 import type { GatewayContext } from './context.js';
 import { recordDecision } from './context.js';
+import { authEventProblem } from '../nostr/nip42.js';
+import { MAX_AUTH_ATTEMPTS } from './connection-auth.js';
+import type { ConnectionAuth } from './connection-auth.js';
 import { compileCosts, eventCost, kindMatcher } from './nostr-costs.js';
 import type { CostTable } from './nostr-costs.js';
-import { eventIdMatches, parseClientFrame, sniffEventId, verifySignature } from './nostr-frames.js';
+import {
+  eventIdMatches,
+  parseClientFrame,
+  parseEvent,
+  sniffEventId,
+  verifySignature,
+} from './nostr-frames.js';
 import { discountedCost, workDone } from './nostr-pow.js';
 import { parseRequestTarget } from './request-target.js';
 import type { RequestTarget } from './request-target.js';
 import type { UpstreamState } from './upstreams.js';
 
-/** Who sends: the socket's address (after trusted proxies) and the API key it presented. */
+/**
+ * Who sends: the socket's address (after trusted proxies), the API key it presented and, on
+ * a WebSocket, the pubkey it authenticated as (NIP-42).
+ */
 export interface SenderFacts {
   ip: string;
   apiKey?: string;
+  authPubkey?: string;
 }
 
 export interface HttpFacts extends SenderFacts {
@@ -55,6 +68,8 @@ export interface ConnectionFacts extends SenderFacts {
    * bounded by it: ids are at most 64 characters).
    */
   subscriptions?: Set<string>;
+  /** NIP-42 followed by the gateway (nostr.publicUrl set); binds `authPubkey`. */
+  auth?: ConnectionAuth;
 }
 
 export interface FrameVerdict {
@@ -201,6 +216,8 @@ export class Admission {
       case 'CLOSE':
         if (frame.subId !== undefined) conn.subscriptions?.delete(frame.subId);
         return FORWARD;
+      case 'AUTH':
+        return conn.auth ? this.authFrame(conn, conn.auth, frame.event) : FORWARD;
       default:
         return FORWARD;
     }
@@ -241,6 +258,10 @@ export class Admission {
     if (this.blockedKind(event.kind)) {
       ctx.metrics.frames.inc({ type: 'BLOCKED' });
       return notOk(`blocked: events of kind ${event.kind} are not accepted here`);
+    }
+    if (nostr.authRequiredForWrites && conn.authPubkey === undefined) {
+      ctx.metrics.frames.inc({ type: 'AUTH_REQUIRED' });
+      return notOk('auth-required: authenticate (NIP-42 AUTH) before writing to this relay');
     }
     let cost = eventCost(this.costs, event.kind, bytes);
     const sender = this.sender(conn);
@@ -284,6 +305,43 @@ export class Admission {
     // Not admitted: its author may send it again later, so it was never "seen".
     if (seen === 'claimed') await ctx.store.kv.del(seenKey(ctx, event.id)).catch(() => undefined);
     return notOk(refusedAuthor);
+  }
+
+  /**
+   * A client's AUTH event, checked by the gateway before the relay sees it: well-formed,
+   * kind 22242, the challenge the relay sent on this connection, the relay tag naming
+   * nostr.publicUrl, created recently, and (the dear part, at most MAX_AUTH_ATTEMPTS times
+   * per connection) signed. Forwarded then; the relay's OK true binds its pubkey (see
+   * ProxiedConnection). Anything else is answered OK false here and not forwarded.
+   */
+  private authFrame(conn: ConnectionFacts, auth: ConnectionAuth, raw: unknown): FrameVerdict {
+    const parsed = parseEvent(raw);
+    if (parsed.type === 'BAD_EVENT') {
+      return { forward: false, reply: ['OK', parsed.id, false, `invalid: ${parsed.reason}`] };
+    }
+    const { event } = parsed;
+    const notOk = (message: string): FrameVerdict => {
+      this.ctx.metrics.frames.inc({ type: 'AUTH_REFUSED' });
+      return { forward: false, reply: ['OK', event.id, false, message] };
+    };
+    if (auth.challenge === undefined) {
+      return notOk('restricted: no AUTH challenge was sent on this connection');
+    }
+    const problem = authEventProblem(event, {
+      challenge: auth.challenge,
+      relayUrl: this.ctx.config.nostr.publicUrl!,
+      nowSec: Math.floor(Date.now() / 1000),
+    });
+    if (problem) return notOk(`invalid: ${problem}`);
+    if (auth.attempts >= MAX_AUTH_ATTEMPTS) {
+      return notOk(`restricted: at most ${MAX_AUTH_ATTEMPTS} AUTH attempts per connection`);
+    }
+    auth.attempts++;
+    if (!verifySignature(event)) {
+      return this.doesNotVerify(conn, notOk('invalid: event id or signature does not verify'));
+    }
+    auth.pending.set(event.id, event.pubkey);
+    return FORWARD;
   }
 
   /** An EVENT whose id or signature is false: counted, and past the bound the connection closes. */

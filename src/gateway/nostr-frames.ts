@@ -11,7 +11,9 @@ export type ClientFrame =
   | { type: 'REQ' | 'COUNT'; subId: string; filters: number }
   /** `subId` when it is a string a REQ could have opened (1-64 characters). */
   | { type: 'CLOSE'; verb: string; subId?: string }
-  | { type: 'AUTH' | 'OTHER'; verb: string }
+  /** `event`: the AUTH event as sent, not checked (the gateway checks it only under NIP-42). */
+  | { type: 'AUTH'; verb: string; event: unknown }
+  | { type: 'OTHER'; verb: string }
   /** Not a NIP-01 message at all: answered with NOTICE. */
   | { type: 'MALFORMED'; reason: string };
 
@@ -57,13 +59,16 @@ export function parseClientFrame(text: string): ClientFrame {
         ? { type: verb, verb, subId: msg[1] }
         : { type: verb, verb };
     case 'AUTH':
-      return { type: verb, verb };
+      return { type: verb, verb, event: msg[1] };
     default:
       return { type: 'OTHER', verb };
   }
 }
 
-function parseEvent(raw: unknown): ClientFrame {
+/** An event object, well-formed (NIP-01 fields and types) or not: EVENT or BAD_EVENT. */
+export function parseEvent(
+  raw: unknown,
+): Extract<ClientFrame, { type: 'EVENT' }> | Extract<ClientFrame, { type: 'BAD_EVENT' }> {
   const id =
     raw && typeof raw === 'object' && typeof (raw as { id?: unknown }).id === 'string'
       ? (raw as { id: string }).id

@@ -1,6 +1,7 @@
 import type { RawData, WebSocket } from 'ws';
 import type { Identity } from '../quota/policy.js';
 import type { ConnectionFacts } from './admission.js';
+import { challengeIn, newConnectionAuth } from './connection-auth.js';
 import type { GatewayContext } from './context.js';
 
 /** Who is on the other end of a client connection, fixed at connect. */
@@ -61,12 +62,14 @@ export class ProxiedConnection {
     private readonly onGone: () => void,
   ) {
     this.facts = { ...info, invalidEvents: 0 };
+    if (ctx.config.nostr.publicUrl !== undefined) this.facts.auth = newConnectionAuth();
     const max = ctx.config.limits.maxBufferedBytesPerClient;
     const high = Math.min(HIGH_WATER, Math.floor(max / 2));
     this.clientBound = { high, low: Math.floor(high / 4), max };
     client.on('message', (data, isBinary) => this.enqueue(data, isBinary));
     upstream.on('message', (data, isBinary) => {
-      if (!isBinary && (this.awaitingOk.size > 0 || this.facts.subscriptions?.size)) {
+      const follow = this.awaitingOk.size > 0 || this.facts.subscriptions?.size || this.facts.auth;
+      if (!isBinary && follow) {
         this.observe(toBuffer(data));
       }
       this.toClient(data, isBinary);
@@ -137,13 +140,27 @@ export class ProxiedConnection {
 
   /**
    * What the gateway follows in the relay's messages: an OK that accepts an awaited event
-   * charges its author (a duplicate does not); a CLOSED ends a subscription it counted.
+   * charges its author (a duplicate does not), one that accepts an AUTH event the gateway
+   * checked binds its pubkey; a CLOSED ends a subscription it counted; an AUTH challenge is
+   * what the client's AUTH event must answer.
    */
   private observe(data: Buffer): void {
     const start = data.toString('latin1', 0, 160);
     if (CLOSED_HEAD.test(start)) return this.subscriptionClosed(data);
+    const auth = this.facts.auth;
+    const challenge = auth && challengeIn(start, data);
+    if (challenge) {
+      auth.challenge = challenge;
+      return;
+    }
     const head = OK_HEAD.exec(start);
     if (!head) return;
+    const authPubkey = auth?.pending.get(head[1]!);
+    if (authPubkey !== undefined) {
+      auth!.pending.delete(head[1]!);
+      if (head[2] === 'true') this.facts.authPubkey = authPubkey;
+      return;
+    }
     const awaited = this.awaitingOk.get(head[1]!);
     if (!awaited) return;
     this.awaitingOk.delete(head[1]!);

@@ -148,11 +148,14 @@ export class NostrClient {
       localAddress: from,
       handshakeTimeout: 10_000,
     });
+    // Collecting from the start: a relay may speak first (a NIP-42 challenge on connect),
+    // in the same read as the handshake's answer.
+    const client = new NostrClient(ws);
     await new Promise<void>((resolve, reject) => {
       ws.once('open', () => resolve());
       ws.once('error', reject);
     });
-    return new NostrClient(ws);
+    return client;
   }
 
   send(message: unknown): void {
@@ -180,11 +183,13 @@ export class NostrClient {
     return this.received.filter((m) => m[0] === 'OK');
   }
 
-  /** Send an EVENT (or any message) and wait for the OK that answers `id`. */
+  /** Send an EVENT (or AUTH) and wait for the first OK for `id` received after it. */
   async okFor(id: string, message: unknown, timeoutMs = 10_000): Promise<unknown[]> {
+    const from = this.received.length;
+    const answers = (m: unknown[]) => m[0] === 'OK' && m[1] === id;
     this.send(message);
-    await this.until((msgs) => msgs.some((m) => m[0] === 'OK' && m[1] === id), timeoutMs);
-    return this.received.find((m) => m[0] === 'OK' && m[1] === id)!;
+    await this.until((msgs) => msgs.slice(from).some(answers), timeoutMs);
+    return this.received.slice(from).find(answers)!;
   }
 
   close(): void {
