@@ -15,8 +15,9 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 "${SLUICE[@]}" valkey start                                   # 127.0.0.1:6379
-"${SLUICE[@]}" relay --port 7001 --node-id relay-a & pids+=($!)
-"${SLUICE[@]}" relay --port 7002 --node-id relay-b & pids+=($!)
+# --public-url: NIP-42 AUTH challenges, for the URL clients use (the gateway's nostr.publicUrl)
+"${SLUICE[@]}" relay --port 7001 --node-id relay-a --public-url ws://127.0.0.1:8080 & pids+=($!)
+"${SLUICE[@]}" relay --port 7002 --node-id relay-b --public-url ws://127.0.0.1:8080 & pids+=($!)
 sleep 1
 # One feed beside each relay: memory above 256 MiB of RSS lowers that node's quotas.
 "${SLUICE[@]}" feed --node-id relay-a --relay http://127.0.0.1:7001 --target-bytes 256MiB & pids+=($!)

@@ -35,7 +35,7 @@ describe('client frames', { timeout: 30_000 }, () => {
   });
 
   it('recognises REQ, CLOSE, AUTH and passes unknown verbs on', () => {
-    assert.deepEqual(parseClientFrame('["REQ","s1",{}]'), { type: 'REQ', subId: 's1' });
+    assert.deepEqual(parseClientFrame('["REQ","s1",{}]'), { type: 'REQ', subId: 's1', filters: 1 });
     assert.equal(parseClientFrame('["CLOSE","s1"]').type, 'CLOSE');
     assert.equal(parseClientFrame('["AUTH",{}]').type, 'AUTH');
     assert.deepEqual(parseClientFrame('["NEG-OPEN","x"]'), {

@@ -23,6 +23,13 @@ function nodeId(value: string): string {
   return value;
 }
 
+function publicUrl(value: string): string {
+  if (!/^wss?:\/\/[^\s/]+/.test(value) || !URL.canParse(value)) {
+    throw new InvalidArgumentError(`"${value}" is not a ws:// or wss:// URL`);
+  }
+  return value;
+}
+
 interface RelayFlags {
   host: string;
   port: number;
@@ -36,6 +43,7 @@ interface RelayFlags {
   spikeHoldMs?: number;
   maxEventBytes: number;
   adminToken?: string;
+  publicUrl?: string;
 }
 
 /** Options that are wrong together (single values are checked by their parsers). */
@@ -71,6 +79,7 @@ export function toConfig(flags: RelayFlags): RelayConfig {
     maxEventBytes: flags.maxEventBytes,
   };
   if (adminToken !== undefined) config.adminToken = adminToken;
+  if (flags.publicUrl !== undefined) config.publicUrl = flags.publicUrl;
   if (flags.spikeBytes !== undefined && flags.spikeEveryMs !== undefined) {
     config.spike = {
       bytes: flags.spikeBytes,
@@ -124,6 +133,11 @@ export function registerRelay(program: Command): void {
       'largest event accepted (serialised)',
       parseBytes,
       DEFAULT_MAX_EVENT_BYTES,
+    )
+    .option(
+      '--public-url <url>',
+      "NIP-42 AUTH: send a challenge on connect and accept AUTH events whose relay tag is this URL (the one clients use, e.g. the gateway's)",
+      publicUrl,
     )
     .addOption(
       new Option(

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { kindSpecProblem, overlappingRanges } from '../gateway/nostr-costs.js';
 import { CLIENT_KINDS, TOPOLOGIES } from '../store/options.js';
 import { DEFAULT_KEY_SALT, isPlaceholderAdminToken } from './secrets.js';
 
@@ -73,7 +74,12 @@ const Upstream = z.strictObject({
 });
 export type Upstream = z.infer<typeof Upstream>;
 
-export const IDENTITY_SOURCES = ['apiKey', 'pubkey', 'ip'] as const;
+/**
+ * Where a client's identity comes from: a known API key, the verified author of an EVENT
+ * (charged besides the sender), the pubkey a connection authenticated with NIP-42 AUTH
+ * (`auth`), the address.
+ */
+export const IDENTITY_SOURCES = ['apiKey', 'pubkey', 'auth', 'ip'] as const;
 export type IdentitySource = (typeof IDENTITY_SOURCES)[number];
 
 /**
@@ -101,6 +107,42 @@ function deprecatedVerifySignatures(value: unknown, ctx: z.core.$RefinementCtx):
   }
   return { verify: mapped, ...rest };
 }
+
+/**
+ * nostr.costs: write points per EVENT by kind, plus points per KiB of the EVENT message above
+ * a free size. Single kinds win over a range that holds them; ranges must not overlap.
+ */
+const EventCosts = z
+  .strictObject({
+    /** "1": 1, "1984": 20, "30000-39999": 5 (inclusive); 0 admits without consuming. */
+    kinds: z.record(z.string(), z.number().int().min(0)).default({}),
+    /** Points of a kind not named in `kinds`. */
+    default: z.number().int().min(0).default(1),
+    /** Each KiB (started) of the EVENT message beyond `freeBytes` adds `points`. */
+    perKiB: z
+      .strictObject({ points: positiveInt, freeBytes: z.number().int().min(0).default(0) })
+      .optional(),
+  })
+  .superRefine((costs, ctx) => {
+    for (const spec of Object.keys(costs.kinds)) {
+      const problem = kindSpecProblem(spec);
+      if (problem) ctx.addIssue({ code: 'custom', path: ['kinds', spec], message: problem });
+    }
+    const overlap = overlappingRanges(Object.keys(costs.kinds));
+    if (overlap) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['kinds', overlap[1]],
+        message: `overlaps "${overlap[0]}": ranges must not share a kind (a single kind may sit inside a range and wins over it)`,
+      });
+    }
+  });
+
+/** A kind (7) or an inclusive range of kinds ("1000-1999"). */
+const KindSpec = z.union([z.number(), z.string()]).superRefine((spec, ctx) => {
+  const problem = kindSpecProblem(spec);
+  if (problem) ctx.addIssue({ code: 'custom', message: problem });
+});
 
 export const GatewayConfigSchema = z
   .strictObject({
@@ -290,6 +332,35 @@ export const GatewayConfigSchema = z
           verify: z.enum(['auto', 'always', 'relay', 'never']).default('auto'),
           /** EVENTs failing verification on one connection before it is closed (1008). */
           maxInvalidEvents: positiveInt.default(10),
+          /** Write points per EVENT by kind and size (HTTP routes keep their own `cost`). */
+          costs: EventCosts.prefault({}),
+          /** Kinds answered `blocked:` and never forwarded, e.g. [4, "1000-1999"]. */
+          blockedKinds: z.array(KindSpec).default([]),
+          /**
+           * The URL clients use for this gateway (ws:// or wss://): an AUTH event's relay tag
+           * must name it. Needed by the `auth` identity and authRequiredForWrites.
+           */
+          publicUrl: z.url({ protocol: /^wss?$/ }).optional(),
+          /** EVENTs from connections that have not authenticated (NIP-42) get auth-required:. */
+          authRequiredForWrites: z.boolean().default(false),
+          /** Open subscriptions (REQ ids) per connection; a REQ beyond: CLOSED restricted:. */
+          maxSubscriptions: positiveInt.optional(),
+          /** Filters in one REQ or COUNT; beyond: CLOSED restricted:. */
+          maxFiltersPerReq: positiveInt.optional(),
+          /** NIP-13 proof of work on event ids (the `nonce` tag's committed target caps it). */
+          pow: z
+            .strictObject({
+              /** Events credited with fewer leading zero bits are refused `pow:` (0: none). */
+              minDifficulty: z.number().int().min(0).max(256).default(0),
+              /** Each whole `perBits` above minDifficulty multiplies the cost by `factor`. */
+              discount: z
+                .strictObject({
+                  perBits: z.number().int().min(1).max(256),
+                  factor: z.number().gt(0).lt(1),
+                })
+                .optional(),
+            })
+            .prefault({}),
         }),
       )
       .prefault({}),
@@ -343,6 +414,15 @@ export const GatewayConfigSchema = z
         path: ['upstreams'],
         message: `node id "${dup}" appears twice`,
       });
+    const needsAuth = cfg.identity.order.includes('auth') || cfg.nostr.authRequiredForWrites;
+    if (needsAuth && cfg.nostr.publicUrl === undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['nostr', 'publicUrl'],
+        message:
+          'is required by NIP-42 AUTH (the auth identity or authRequiredForWrites): the ws:// or wss:// URL clients use, which their AUTH events name',
+      });
+    }
     if (cfg.identity.order.includes('pubkey') && cfg.nostr.verify === 'never') {
       ctx.addIssue({
         code: 'custom',

@@ -9,7 +9,7 @@ import {
   lawParamsProblem,
 } from '../pressure/laws/law-params.js';
 import { QUOTA_MODES } from '../config/schema.js';
-import { makeIdentity } from '../quota/policy.js';
+import { makeIdentity, sourceOfPrefix } from '../quota/policy.js';
 import type { GatewayContext } from './context.js';
 
 const LimitBody = z.object({
@@ -263,19 +263,19 @@ function registerAdminRoutes(app: FastifyInstance, ctx: GatewayContext): void {
     '/admin/clients/:id',
     async (request, reply) => {
       const { id } = request.params;
-      const match = /^(ip|pk|key):(.+)$/.exec(id);
-      if (!match) {
+      const match = /^([a-z]+):(.+)$/.exec(id);
+      const source = match ? sourceOfPrefix(match[1]!) : undefined;
+      if (!match || !source) {
         return problem(
           reply,
           400,
           'Invalid client id',
-          'use ip:<address>, pk:<pubkey hex> or key:<api key>',
+          'use ip:<address>, pk:<pubkey hex>, auth:<pubkey hex> or key:<api key>',
         );
       }
       const nodeId = request.query.node ?? ctx.pool.list()[0]!.id;
       if (!ctx.board.has(nodeId))
         return problem(reply, 400, 'Unknown node', `no relay node "${nodeId}"`);
-      const source = match[1] === 'ip' ? 'ip' : match[1] === 'pk' ? 'pubkey' : 'apiKey';
       const tier =
         source === 'apiKey' ? ctx.policy.tierOfApiKey(match[2]!) : ctx.policy.defaultTier;
       if (!tier) return problem(reply, 404, 'Unknown API key', 'this API key is not configured');

@@ -16,15 +16,31 @@ import { IntervalSampler } from '../util/sampler.js';
 import { WindowCounters } from '../util/window-counters.js';
 import type { GatewayContext } from './context.js';
 import { recordDecision } from './context.js';
-import { parseClientFrame, sniffEventId, verifySignature } from './nostr-frames.js';
+import { authEventProblem } from '../nostr/nip42.js';
+import { MAX_AUTH_ATTEMPTS } from './connection-auth.js';
+import type { ConnectionAuth } from './connection-auth.js';
+import { compileCosts, eventCost, kindMatcher } from './nostr-costs.js';
+import type { CostTable } from './nostr-costs.js';
+import {
+  eventIdMatches,
+  parseClientFrame,
+  parseEvent,
+  sniffEventId,
+  verifySignature,
+} from './nostr-frames.js';
+import { discountedCost, workDone } from './nostr-pow.js';
 import { parseRequestTarget } from './request-target.js';
 import type { RequestTarget } from './request-target.js';
 import type { UpstreamState } from './upstreams.js';
 
-/** Who sends: the socket's address (after trusted proxies) and the API key it presented. */
+/**
+ * Who sends: the socket's address (after trusted proxies), the API key it presented and, on
+ * a WebSocket, the pubkey it authenticated as (NIP-42).
+ */
 export interface SenderFacts {
   ip: string;
   apiKey?: string;
+  authPubkey?: string;
 }
 
 export interface HttpFacts extends SenderFacts {
@@ -49,6 +65,13 @@ export interface ConnectionFacts extends SenderFacts {
   nodeId: string;
   /** EVENTs that failed verification on this connection. */
   invalidEvents: number;
+  /**
+   * Subscription ids open on this connection, tracked only under nostr.maxSubscriptions (so
+   * bounded by it: ids are at most 64 characters).
+   */
+  subscriptions?: Set<string>;
+  /** NIP-42 followed by the gateway (nostr.publicUrl set); binds `authPubkey`. */
+  auth?: ConnectionAuth;
 }
 
 export interface FrameVerdict {
@@ -59,7 +82,7 @@ export interface FrameVerdict {
   /** Close the client with this code after the reply. */
   close?: { code: number; reason: string };
   /** nostr.verify relay: charge this author once the relay accepts the event with this id. */
-  chargeOnAccept?: { id: string; author: Identity };
+  chargeOnAccept?: { id: string; author: Identity; cost: number };
 }
 
 const FORWARD: FrameVerdict = { forward: true };
@@ -82,10 +105,15 @@ export class Admission {
   private readonly frameRate: WindowCounters;
   /** Shadow-mode refusals reach the log at most once a second, each line with its count. */
   private readonly shadowLog = new IntervalSampler(SHADOW_LOG_INTERVAL_MS);
+  /** nostr.costs, compiled once (nostr settings are not reloaded). */
+  private readonly costs: CostTable;
+  private readonly blockedKind: (kind: number) => boolean;
 
   constructor(private readonly ctx: GatewayContext) {
     const { maxTrackedClients } = ctx.config.limits;
     this.frameRate = new WindowCounters(maxTrackedClients);
+    this.costs = compileCosts(ctx.config.nostr.costs);
+    this.blockedKind = kindMatcher(ctx.config.nostr.blockedKinds);
     boundIdentityKeys(maxTrackedClients);
     ctx.metrics.countTrackedClients(() => ({
       'identity-keys': identityKeys().size,
@@ -177,42 +205,94 @@ export class Admission {
       case 'BAD_EVENT':
         return { forward: false, reply: ['OK', frame.id, false, `invalid: ${frame.reason}`] };
       case 'EVENT':
-        return this.event(conn, frame.event);
+        return this.event(conn, frame.event, data.length);
       case 'REQ':
       case 'COUNT': {
-        const refused = await this.charge(this.sender(conn), conn, 'read');
-        return refused === undefined
-          ? FORWARD
-          : { forward: false, reply: ['CLOSED', frame.subId, refused] };
+        const refused =
+          this.subscriptionRefusal(conn, frame) ??
+          (await this.charge(this.sender(conn), conn, 'read', 1));
+        if (refused !== undefined) {
+          return { forward: false, reply: ['CLOSED', frame.subId, refused] };
+        }
+        if (frame.type === 'REQ') conn.subscriptions?.add(frame.subId);
+        return FORWARD;
       }
+      case 'CLOSE':
+        if (frame.subId !== undefined) conn.subscriptions?.delete(frame.subId);
+        return FORWARD;
+      case 'AUTH':
+        return conn.auth ? this.authFrame(conn, conn.auth, frame.event) : FORWARD;
       default:
         return FORWARD;
     }
   }
 
-  private async event(conn: ConnectionFacts, event: Event): Promise<FrameVerdict> {
+  /**
+   * `restricted:` when a REQ or COUNT has more filters than nostr.maxFiltersPerReq, or a REQ
+   * would open one subscription more than nostr.maxSubscriptions (a REQ reusing an open id
+   * replaces that subscription and counts once). Refused before anything is charged.
+   */
+  private subscriptionRefusal(
+    conn: ConnectionFacts,
+    frame: { type: 'REQ' | 'COUNT'; subId: string; filters: number },
+  ): string | undefined {
+    const { maxFiltersPerReq, maxSubscriptions } = this.ctx.config.nostr;
+    if (maxFiltersPerReq !== undefined && frame.filters > maxFiltersPerReq) {
+      this.ctx.metrics.frames.inc({ type: 'RESTRICTED' });
+      return `restricted: at most ${maxFiltersPerReq} filters per ${frame.type}`;
+    }
+    if (maxSubscriptions === undefined || frame.type !== 'REQ') return undefined;
+    const open = (conn.subscriptions ??= new Set());
+    if (open.has(frame.subId) || open.size < maxSubscriptions) return undefined;
+    this.ctx.metrics.frames.inc({ type: 'RESTRICTED' });
+    return `restricted: at most ${maxSubscriptions} open subscriptions per connection; CLOSE one first`;
+  }
+
+  /**
+   * An EVENT of `bytes` bytes (the message as received): refused outright by kind, else
+   * charged its cost (nostr.costs) to the sender and then to its verified author.
+   */
+  private async event(conn: ConnectionFacts, event: Event, bytes: number): Promise<FrameVerdict> {
     const { ctx } = this;
     const { nostr, identity } = ctx.config;
     const notOk = (message: string): FrameVerdict => ({
       forward: false,
       reply: ['OK', event.id, false, message],
     });
-    const refusedSender = await this.charge(this.sender(conn), conn, 'write');
+    if (this.blockedKind(event.kind)) {
+      ctx.metrics.frames.inc({ type: 'BLOCKED' });
+      return notOk(`blocked: events of kind ${event.kind} are not accepted here`);
+    }
+    if (nostr.authRequiredForWrites && conn.authPubkey === undefined) {
+      ctx.metrics.frames.inc({ type: 'AUTH_REQUIRED' });
+      return notOk('auth-required: authenticate (NIP-42 AUTH) before writing to this relay');
+    }
+    let cost = eventCost(this.costs, event.kind, bytes);
+    const sender = this.sender(conn);
+    const { pow } = nostr;
+    if (pow.minDifficulty > 0 || pow.discount) {
+      // Judged on the id as claimed first (a refusal needs no hashing), then on the id the
+      // event really hashes to: a forged id claiming work pays full price, as a forgery.
+      const work = workDone(event.id, event.tags);
+      if (work < pow.minDifficulty) {
+        ctx.metrics.frames.inc({ type: 'POW' });
+        return notOk(`pow: difficulty ${work} is below the required ${pow.minDifficulty}`);
+      }
+      if (!eventIdMatches(event)) {
+        await this.charge(sender, conn, 'write', cost);
+        return this.doesNotVerify(conn, notOk('invalid: event id does not match its content'));
+      }
+      cost = discountedCost(cost, work, pow.minDifficulty, pow.discount);
+    }
+    const refusedSender = await this.charge(sender, conn, 'write', cost);
     if (refusedSender !== undefined) return notOk(refusedSender);
     const quotasOn = ctx.config.quotas.enabled;
     if (nostr.verify === 'relay' && quotasOn && identity.order.includes('pubkey')) {
-      return this.authorAfterRelay(conn, event);
+      return this.authorAfterRelay(conn, event, cost);
     }
     if (!verifies(nostr.verify, identity.order, quotasOn)) return FORWARD;
     if (!verifySignature(event)) {
-      conn.invalidEvents++;
-      ctx.metrics.frames.inc({ type: 'INVALID_SIGNATURE' });
-      const verdict = notOk('invalid: event id or signature does not verify');
-      if (conn.invalidEvents < nostr.maxInvalidEvents) return verdict;
-      return {
-        ...verdict,
-        close: { code: 1008, reason: 'too many events that do not verify' },
-      };
+      return this.doesNotVerify(conn, notOk('invalid: event id or signature does not verify'));
     }
     if (!quotasOn || !identity.order.includes('pubkey')) return FORWARD;
     const author = makeIdentity('pubkey', event.pubkey, ctx.policy.defaultTier, identity.keySalt);
@@ -224,7 +304,7 @@ export class Admission {
         reply: ['OK', event.id, true, 'duplicate: already have this event'],
       };
     }
-    const refusedAuthor = await this.charge(author, conn, 'write');
+    const refusedAuthor = await this.charge(author, conn, 'write', cost);
     if (refusedAuthor === undefined) return FORWARD;
     // Not admitted: its author may send it again later, so it was never "seen".
     if (seen === 'claimed') await ctx.store.kv.del(seenKey(ctx, event.id)).catch(() => undefined);
@@ -232,11 +312,56 @@ export class Admission {
   }
 
   /**
+   * A client's AUTH event, checked by the gateway before the relay sees it: well-formed,
+   * kind 22242, the challenge the relay sent on this connection, the relay tag naming
+   * nostr.publicUrl, created recently, and (the dear part, at most MAX_AUTH_ATTEMPTS times
+   * per connection) signed. Forwarded then; the relay's OK true binds its pubkey (see
+   * ProxiedConnection). Anything else is answered OK false here and not forwarded.
+   */
+  private authFrame(conn: ConnectionFacts, auth: ConnectionAuth, raw: unknown): FrameVerdict {
+    const parsed = parseEvent(raw);
+    if (parsed.type === 'BAD_EVENT') {
+      return { forward: false, reply: ['OK', parsed.id, false, `invalid: ${parsed.reason}`] };
+    }
+    const { event } = parsed;
+    const notOk = (message: string): FrameVerdict => {
+      this.ctx.metrics.frames.inc({ type: 'AUTH_REFUSED' });
+      return { forward: false, reply: ['OK', event.id, false, message] };
+    };
+    if (auth.challenge === undefined) {
+      return notOk('restricted: no AUTH challenge was sent on this connection');
+    }
+    const problem = authEventProblem(event, {
+      challenge: auth.challenge,
+      relayUrl: this.ctx.config.nostr.publicUrl!,
+      nowSec: Math.floor(Date.now() / 1000),
+    });
+    if (problem) return notOk(`invalid: ${problem}`);
+    if (auth.attempts >= MAX_AUTH_ATTEMPTS) {
+      return notOk(`restricted: at most ${MAX_AUTH_ATTEMPTS} AUTH attempts per connection`);
+    }
+    auth.attempts++;
+    if (!verifySignature(event)) {
+      return this.doesNotVerify(conn, notOk('invalid: event id or signature does not verify'));
+    }
+    auth.pending.set(event.id, event.pubkey);
+    return FORWARD;
+  }
+
+  /** An EVENT whose id or signature is false: counted, and past the bound the connection closes. */
+  private doesNotVerify(conn: ConnectionFacts, verdict: FrameVerdict): FrameVerdict {
+    conn.invalidEvents++;
+    this.ctx.metrics.frames.inc({ type: 'INVALID_SIGNATURE' });
+    if (conn.invalidEvents < this.ctx.config.nostr.maxInvalidEvents) return verdict;
+    return { ...verdict, close: { code: 1008, reason: 'too many events that do not verify' } };
+  }
+
+  /**
    * nostr.verify relay: the relay checks the signature, and its `OK` true charges the author
    * (see `accepted`). Until then only what this process already knows can refuse the author:
    * its in-memory block, set by an earlier charge that reached the limit.
    */
-  private authorAfterRelay(conn: ConnectionFacts, event: Event): FrameVerdict {
+  private authorAfterRelay(conn: ConnectionFacts, event: Event, cost: number): FrameVerdict {
     const { ctx } = this;
     const author = makeIdentity(
       'pubkey',
@@ -249,7 +374,7 @@ export class Admission {
       cls: 'write',
       nodeId: conn.nodeId,
     });
-    const chargeOnAccept = { id: event.id, author };
+    const chargeOnAccept = { id: event.id, author, cost };
     if (!known) return { forward: true, chargeOnAccept };
     const judged = this.judged(known, author, 'write', conn.nodeId);
     if (judged.admitted) return { forward: true, chargeOnAccept };
@@ -260,8 +385,8 @@ export class Admission {
    * The relay accepted an event forwarded under nostr.verify relay: its author pays now. A
    * refusal cannot take the event back; it blocks the author's next ones (in memory).
    */
-  async accepted(conn: ConnectionFacts, author: Identity): Promise<void> {
-    await this.charge(author, conn, 'write');
+  async accepted(conn: ConnectionFacts, author: Identity, cost: number): Promise<void> {
+    await this.charge(author, conn, 'write', cost);
   }
 
   /**
@@ -285,17 +410,22 @@ export class Admission {
     }
   }
 
-  /** Undefined when admitted, else the NIP-01 message of the refusal. */
+  /**
+   * Undefined when admitted, else the NIP-01 message of the refusal. A cost of 0 (a kind the
+   * operator made free) admits without consuming: no Valkey round trip.
+   */
   private async charge(
     identity: Identity,
     conn: ConnectionFacts,
     cls: 'write' | 'read',
+    cost: number,
   ): Promise<string | undefined> {
+    if (cost === 0) return undefined;
     const decided = await this.ctx.decider.decide({
       identity,
       ip: conn.ip,
       cls,
-      cost: 1,
+      cost,
       nodeId: conn.nodeId,
     });
     if (!decided) return undefined;

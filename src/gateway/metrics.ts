@@ -7,7 +7,7 @@ const COUNTER_HELP = {
   sluice_decisions_total:
     'Quota decisions by outcome (allowed, limited, shadow_limited: refused by the quota, admitted by shadow mode, insured, error), class and node',
   sluice_frames_total:
-    'Client WebSocket frames by type (EVENT, REQ, CLOSE, AUTH, COUNT, OTHER, MALFORMED, OVERSIZED)',
+    'Client WebSocket frames by type (EVENT, REQ, CLOSE, AUTH, COUNT, OTHER, MALFORMED, OVERSIZED), and refusals by reason (INVALID_SIGNATURE, DUPLICATE, BLOCKED kind, POW too low, RESTRICTED subscription or filter cap, AUTH_REQUIRED, AUTH_REFUSED)',
   sluice_upstream_errors_total: 'Requests or connections that failed to reach a relay node',
   sluice_websocket_upgrades_refused_total:
     'WebSocket upgrades answered without a connection, by reason (bad-request, per-address, no-relay, relay-answered, relay-unreachable, relay-failed, internal)',

@@ -7,8 +7,13 @@ export type ClientFrame =
   | { type: 'EVENT'; event: Event }
   /** An EVENT that cannot be accepted: answered with OK false "invalid:". */
   | { type: 'BAD_EVENT'; id: string; reason: string }
-  | { type: 'REQ' | 'COUNT'; subId: string }
-  | { type: 'CLOSE' | 'AUTH' | 'OTHER'; verb: string }
+  /** `filters`: how many filters follow the subscription id (not parsed here). */
+  | { type: 'REQ' | 'COUNT'; subId: string; filters: number }
+  /** `subId` when it is a string a REQ could have opened (1-64 characters). */
+  | { type: 'CLOSE'; verb: string; subId?: string }
+  /** `event`: the AUTH event as sent, not checked (the gateway checks it only under NIP-42). */
+  | { type: 'AUTH'; verb: string; event: unknown }
+  | { type: 'OTHER'; verb: string }
   /** Not a NIP-01 message at all: answered with NOTICE. */
   | { type: 'MALFORMED'; reason: string };
 
@@ -48,16 +53,22 @@ export function parseClientFrame(text: string): ClientFrame {
       if (typeof msg[1] !== 'string' || msg[1].length === 0 || msg[1].length > 64) {
         return { type: 'MALFORMED', reason: `${verb} needs a subscription id of 1-64 characters` };
       }
-      return { type: verb, subId: msg[1] };
+      return { type: verb, subId: msg[1], filters: msg.length - 2 };
     case 'CLOSE':
+      return typeof msg[1] === 'string' && msg[1].length > 0 && msg[1].length <= 64
+        ? { type: verb, verb, subId: msg[1] }
+        : { type: verb, verb };
     case 'AUTH':
-      return { type: verb, verb };
+      return { type: verb, verb, event: msg[1] };
     default:
       return { type: 'OTHER', verb };
   }
 }
 
-function parseEvent(raw: unknown): ClientFrame {
+/** An event object, well-formed (NIP-01 fields and types) or not: EVENT or BAD_EVENT. */
+export function parseEvent(
+  raw: unknown,
+): Extract<ClientFrame, { type: 'EVENT' }> | Extract<ClientFrame, { type: 'BAD_EVENT' }> {
   const id =
     raw && typeof raw === 'object' && typeof (raw as { id?: unknown }).id === 'string'
       ? (raw as { id: string }).id
@@ -73,4 +84,4 @@ function parseEvent(raw: unknown): ClientFrame {
 }
 
 /** The event id is the hash of its content and the signature is the pubkey's over that id. */
-export { initSignatureVerifier, verifySignature } from './nostr-verify.js';
+export { eventIdMatches, initSignatureVerifier, verifySignature } from './nostr-verify.js';

@@ -52,12 +52,10 @@ export function verifySignature(event: Event): boolean {
   // nostr-wasm trusts its input: a short id skips its id check, a short or long pubkey or
   // signature reads stale bytes or overwrites its heap. Only exact lowercase hex goes in.
   if (!isWellFormed(event)) return false;
-  const serialized = Buffer.from(
-    JSON.stringify([0, event.pubkey, event.created_at, event.kind, event.tags, event.content]),
-  );
+  const serialized = serialize(event);
   // nostr-wasm hashes too, but checking here with node's native sha256 keeps the id check
   // independent of its hex parsing and gives the size that decides where the event fits.
-  if (createHash('sha256').update(serialized).digest('hex') !== event.id) return false;
+  if (!hashIs(serialized, event.id)) return false;
   if (!wasm || serialized.length > WASM_MAX_SERIALIZED_BYTES) {
     // A fresh object: nostr-tools trusts (and sets) a "verified" symbol on the one it gets.
     const { id, pubkey, created_at, kind, tags, content, sig } = event;
@@ -69,6 +67,25 @@ export function verifySignature(event: Event): boolean {
   } catch {
     return false;
   }
+}
+
+/**
+ * True when the event's id is the sha256 of its NIP-01 serialisation: a few microseconds per
+ * KiB, no curve arithmetic. What proof of work is judged on: an id is only work once it is
+ * the event's own hash.
+ */
+export function eventIdMatches(event: Event): boolean {
+  return isWellFormed(event) && hashIs(serialize(event), event.id);
+}
+
+function serialize(event: Event): Buffer {
+  return Buffer.from(
+    JSON.stringify([0, event.pubkey, event.created_at, event.kind, event.tags, event.content]),
+  );
+}
+
+function hashIs(serialized: Buffer, id: string): boolean {
+  return createHash('sha256').update(serialized).digest('hex') === id;
 }
 
 /**

@@ -1,6 +1,7 @@
 import type { RawData, WebSocket } from 'ws';
 import type { Identity } from '../quota/policy.js';
 import type { ConnectionFacts } from './admission.js';
+import { challengeIn, newConnectionAuth } from './connection-auth.js';
 import type { GatewayContext } from './context.js';
 
 /** Who is on the other end of a client connection, fixed at connect. */
@@ -18,6 +19,8 @@ const SLOW_CLOSE_GRACE_MS = 1000;
 /** Events awaiting the relay's OK to charge their author (nostr.verify relay), per connection. */
 const MAX_AWAITING_OK = 1024;
 /** The head of a relay's OK: `["OK","<id>",true|false,"<message>`, compact or spaced. */
+/** The head of a relay's CLOSED, which ends a subscription. */
+const CLOSED_HEAD = /^\s*\[\s*"CLOSED"\s*,/;
 const OK_HEAD = /^\s*\[\s*"OK"\s*,\s*"([0-9a-f]{64})"\s*,\s*(true|false)\s*,\s*"(duplicate:)?/;
 
 /** Close codes a peer may send; reserved ones (1005, 1006, 1015) are mapped. */
@@ -48,8 +51,8 @@ export class ProxiedConnection {
   private readonly clientBound: { high: number; low: number; max: number };
   /** What the admission step knows and counts of this connection. */
   private readonly facts: ConnectionFacts;
-  /** Forwarded event id -> the author to charge when the relay accepts it (oldest first). */
-  private readonly awaitingOk = new Map<string, Identity>();
+  /** Forwarded event id -> the author to charge, and how much, when the relay accepts it. */
+  private readonly awaitingOk = new Map<string, { author: Identity; cost: number }>();
 
   constructor(
     private readonly client: WebSocket,
@@ -59,12 +62,16 @@ export class ProxiedConnection {
     private readonly onGone: () => void,
   ) {
     this.facts = { ...info, invalidEvents: 0 };
+    if (ctx.config.nostr.publicUrl !== undefined) this.facts.auth = newConnectionAuth();
     const max = ctx.config.limits.maxBufferedBytesPerClient;
     const high = Math.min(HIGH_WATER, Math.floor(max / 2));
     this.clientBound = { high, low: Math.floor(high / 4), max };
     client.on('message', (data, isBinary) => this.enqueue(data, isBinary));
     upstream.on('message', (data, isBinary) => {
-      if (this.awaitingOk.size > 0 && !isBinary) this.settle(toBuffer(data));
+      const follow = this.awaitingOk.size > 0 || this.facts.subscriptions?.size || this.facts.auth;
+      if (!isBinary && follow) {
+        this.observe(toBuffer(data));
+      }
       this.toClient(data, isBinary);
     });
     client.on('close', (code) =>
@@ -112,8 +119,7 @@ export class ProxiedConnection {
 
   private async handle(data: Buffer, isBinary: boolean): Promise<void> {
     const verdict = await this.ctx.admission.frame(this.facts, data, isBinary);
-    if (verdict.chargeOnAccept)
-      this.awaitOk(verdict.chargeOnAccept.id, verdict.chargeOnAccept.author);
+    if (verdict.chargeOnAccept) this.awaitOk(verdict.chargeOnAccept);
     if (verdict.forward) this.toUpstream(data);
     if (verdict.reply) this.send(verdict.reply);
     if (verdict.close) {
@@ -123,27 +129,58 @@ export class ProxiedConnection {
     }
   }
 
-  private awaitOk(id: string, author: Identity): void {
+  private awaitOk({ id, author, cost }: { id: string; author: Identity; cost: number }): void {
     this.awaitingOk.delete(id);
-    this.awaitingOk.set(id, author);
+    this.awaitingOk.set(id, { author, cost });
     // A relay that never answers must not grow this: the oldest is dropped, never charged.
     if (this.awaitingOk.size > MAX_AWAITING_OK) {
       this.awaitingOk.delete(this.awaitingOk.keys().next().value!);
     }
   }
 
-  /** A relay message that accepts an awaited event charges its author; a duplicate does not. */
-  private settle(data: Buffer): void {
-    const head = OK_HEAD.exec(data.toString('latin1', 0, 160));
+  /**
+   * What the gateway follows in the relay's messages: an OK that accepts an awaited event
+   * charges its author (a duplicate does not), one that accepts an AUTH event the gateway
+   * checked binds its pubkey; a CLOSED ends a subscription it counted; an AUTH challenge is
+   * what the client's AUTH event must answer.
+   */
+  private observe(data: Buffer): void {
+    const start = data.toString('latin1', 0, 160);
+    if (CLOSED_HEAD.test(start)) return this.subscriptionClosed(data);
+    const auth = this.facts.auth;
+    const challenge = auth && challengeIn(start, data);
+    if (challenge) {
+      auth.challenge = challenge;
+      return;
+    }
+    const head = OK_HEAD.exec(start);
     if (!head) return;
-    const author = this.awaitingOk.get(head[1]!);
-    if (!author) return;
+    const authPubkey = auth?.pending.get(head[1]!);
+    if (authPubkey !== undefined) {
+      auth!.pending.delete(head[1]!);
+      if (head[2] === 'true') this.facts.authPubkey = authPubkey;
+      return;
+    }
+    const awaited = this.awaitingOk.get(head[1]!);
+    if (!awaited) return;
     this.awaitingOk.delete(head[1]!);
     if (head[2] !== 'true' || head[3]) return;
-    this.ctx.admission.accepted(this.facts, author).catch((err: unknown) => {
+    this.ctx.admission.accepted(this.facts, awaited.author, awaited.cost).catch((err: unknown) => {
       this.ctx.metrics.internalErrors.inc({ where: 'frame' });
       this.ctx.log.error({ err }, 'charging an accepted event failed');
     });
+  }
+
+  /** The relay closed a subscription (refused or ended it): it no longer counts. */
+  private subscriptionClosed(data: Buffer): void {
+    const open = this.facts.subscriptions;
+    if (!open?.size) return;
+    try {
+      const msg: unknown = JSON.parse(data.toString('utf8'));
+      if (Array.isArray(msg) && typeof msg[1] === 'string') open.delete(msg[1]);
+    } catch {
+      // Not JSON: the client gets it as it is, and nothing is freed.
+    }
   }
 
   private send(message: unknown[]): void {

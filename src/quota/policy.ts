@@ -165,7 +165,22 @@ export interface Identity {
   key: ClientKey;
 }
 
-const PREFIX: Record<IdentitySource, string> = { ip: 'ip', pubkey: 'pk', apiKey: 'key' };
+/**
+ * An authenticated pubkey (`auth`) has its own counters, apart from the same pubkey as an
+ * author: a connection's writes are charged to their sender and to their author, and one
+ * pubkey being both must not pay twice from one counter.
+ */
+const PREFIX: Record<IdentitySource, string> = {
+  ip: 'ip',
+  pubkey: 'pk',
+  auth: 'auth',
+  apiKey: 'key',
+};
+
+/** The source an identity prefix ("pk") stands for, as in "pk:<hex>"; undefined if none. */
+export function sourceOfPrefix(prefix: string): IdentitySource | undefined {
+  return (Object.keys(PREFIX) as IdentitySource[]).find((source) => PREFIX[source] === prefix);
+}
 
 /**
  * An identity with its key hashed once, for routing and for the quota counter alike; the hash
@@ -185,6 +200,8 @@ export interface IdentityCandidates {
   apiKey?: string;
   /** Only a pubkey whose event signature was verified. */
   verifiedPubkey?: string;
+  /** Only a pubkey this connection authenticated as (NIP-42, checked by the gateway). */
+  authPubkey?: string;
   ip: string;
 }
 
@@ -201,6 +218,8 @@ export function resolveIdentity(
       if (tier) return makeIdentity(source, candidates.apiKey, tier, salt);
     } else if (source === 'pubkey' && candidates.verifiedPubkey) {
       return makeIdentity(source, candidates.verifiedPubkey, policy.defaultTier, salt);
+    } else if (source === 'auth' && candidates.authPubkey) {
+      return makeIdentity(source, candidates.authPubkey, policy.defaultTier, salt);
     } else if (source === 'ip') {
       break;
     }

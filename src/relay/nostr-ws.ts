@@ -1,15 +1,26 @@
+import { randomBytes } from 'node:crypto';
 import type { NostrEvent } from 'nostr-tools/pure';
 import { WebSocket } from 'ws';
+import { authEventProblem } from '../nostr/nip42.js';
 import type { RawData } from 'ws';
 import { FilterError, matchesEvent, parseFilter } from './filter.js';
 import type { Filter } from './filter.js';
 import type { IndexStore } from './index-store.js';
 import type { EventStore } from './store.js';
+import { checkEvent } from './validate.js';
 
 export interface NostrLimits {
   maxSubscriptions: number;
   maxFilters: number;
 }
+
+/** NIP-42: the URL clients reach this relay by (the AUTH event's relay tag). */
+export interface NostrAuth {
+  publicUrl: string;
+}
+
+/** An AUTH event is a few hundred bytes: anything far larger is not one. */
+const MAX_AUTH_EVENT_BYTES = 16 * 1024;
 
 interface Subscription {
   filters: Filter[];
@@ -20,9 +31,14 @@ interface Subscription {
 interface Connection {
   ws: WebSocket;
   subs: Map<string, Subscription>;
+  /** NIP-42: the challenge sent on connect (when AUTH is on). */
+  challenge?: string;
 }
 
-/** NIP-01 over WebSocket: EVENT, REQ (stored events, EOSE, then live ones) and CLOSE. */
+/**
+ * NIP-01 over WebSocket: EVENT, REQ (stored events, EOSE, then live ones) and CLOSE; with
+ * `auth`, NIP-42: a challenge on connect and AUTH answered OK (nothing is restricted by it).
+ */
 export class NostrSockets {
   private readonly connections = new Set<Connection>();
 
@@ -30,6 +46,7 @@ export class NostrSockets {
     private readonly store: EventStore,
     private readonly index: IndexStore,
     private readonly limits: NostrLimits,
+    private readonly auth?: NostrAuth,
   ) {
     store.onStored((event, json) => this.broadcast(event, json));
   }
@@ -47,6 +64,10 @@ export class NostrSockets {
   handle(ws: WebSocket): void {
     const conn: Connection = { ws, subs: new Map() };
     this.connections.add(conn);
+    if (this.auth) {
+      conn.challenge = randomBytes(16).toString('hex');
+      send(ws, ['AUTH', conn.challenge]);
+    }
     ws.on('message', (data) => this.onMessage(conn, data));
     ws.on('close', () => this.connections.delete(conn));
     ws.on('error', () => ws.terminate());
@@ -91,6 +112,9 @@ export class NostrSockets {
         return;
       case 'CLOSE':
         return this.onClose(conn, msg);
+      case 'AUTH':
+        if (this.auth && conn.challenge) return this.onAuth(conn, msg[1], this.auth);
+        return send(conn.ws, ['NOTICE', 'invalid: this relay does not ask for AUTH']);
       default:
         return send(conn.ws, ['NOTICE', `invalid: unsupported message type "${msg[0]}"`]);
     }
@@ -111,6 +135,17 @@ export class NostrSockets {
     if (!result.accepted) return send(conn.ws, ['OK', result.id, false, result.message]);
     const message = result.duplicate ? 'duplicate: already have this event' : '';
     send(conn.ws, ['OK', result.id, true, message]);
+  }
+
+  private onAuth(conn: Connection, raw: unknown, auth: NostrAuth): void {
+    const verdict = checkEvent(raw, MAX_AUTH_EVENT_BYTES);
+    if (!verdict.ok) return send(conn.ws, ['OK', verdict.id, false, verdict.message]);
+    const problem = authEventProblem(verdict.event, {
+      challenge: conn.challenge!,
+      relayUrl: auth.publicUrl,
+      nowSec: Math.floor(Date.now() / 1000),
+    });
+    send(conn.ws, ['OK', verdict.event.id, !problem, problem ? `invalid: ${problem}` : '']);
   }
 
   private async onReq(conn: Connection, msg: unknown[]): Promise<void> {

@@ -41,6 +41,8 @@ export interface RelayConfig {
   spike?: SpikePlan;
   /** Bearer token of /admin/spike and /admin/drain; without one they are disabled (404). */
   adminToken?: string;
+  /** NIP-42 on: the URL clients reach the relay by, checked against AUTH events' relay tag. */
+  publicUrl?: string;
 }
 
 export interface RunningRelay {
@@ -87,7 +89,12 @@ export async function startRelay(config: RelayConfig): Promise<RunningRelay> {
     ),
   );
   const spikes = new SpikeManager();
-  const sockets = new NostrSockets(store, index, limits);
+  const sockets = new NostrSockets(
+    store,
+    index,
+    limits,
+    config.publicUrl ? { publicUrl: config.publicUrl } : undefined,
+  );
 
   const stats = (): RelayStats => {
     const memory = processMemory();

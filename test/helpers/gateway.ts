@@ -147,6 +147,13 @@ export async function admin(
   });
 }
 
+/** Write points a client ("ip:<address>", "pk:<hex>") has consumed, from the admin view. */
+export async function writesConsumed(gw: GatewayUnderTest, client: string): Promise<number> {
+  const res = await admin(gw, 'GET', `/admin/clients/${client}`);
+  if (res.status !== 200) throw new Error(`/admin/clients/${client} answered ${res.status}`);
+  return (JSON.parse(res.body) as { write: { consumed: number } }).write.consumed;
+}
+
 /** A metric's value on the admin listener: the series `name{labels}` exactly; 0 when absent. */
 export async function metricValue(
   gw: GatewayUnderTest,
@@ -176,11 +183,14 @@ export class NostrClient {
       localAddress: from,
       handshakeTimeout: 10_000,
     });
+    // Collecting from the start: a relay may speak first (a NIP-42 challenge on connect),
+    // in the same read as the handshake's answer.
+    const client = new NostrClient(ws);
     await new Promise<void>((resolve, reject) => {
       ws.once('open', () => resolve());
       ws.once('error', reject);
     });
-    return new NostrClient(ws);
+    return client;
   }
 
   send(message: unknown): void {
@@ -206,6 +216,15 @@ export class NostrClient {
 
   oks(): unknown[][] {
     return this.received.filter((m) => m[0] === 'OK');
+  }
+
+  /** Send an EVENT (or AUTH) and wait for the first OK for `id` received after it. */
+  async okFor(id: string, message: unknown, timeoutMs = 10_000): Promise<unknown[]> {
+    const from = this.received.length;
+    const answers = (m: unknown[]) => m[0] === 'OK' && m[1] === id;
+    this.send(message);
+    await this.until((msgs) => msgs.slice(from).some(answers), timeoutMs);
+    return this.received.slice(from).find(answers)!;
   }
 
   close(): void {
