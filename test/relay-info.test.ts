@@ -32,6 +32,13 @@ describe('NIP-11 from the gateway, before a reference relay', { timeout: 120_000
         tiers: { default: { write: { points: 7, windowSec: 60 } } },
       },
       limits: { maxFrameBytes: 32 * 1024 },
+      // The write policy a relay operator sets at the gateway, advertised with the relay's.
+      nostr: {
+        publicUrl: 'wss://relay.example.org/',
+        authRequiredForWrites: true,
+        pow: { minDifficulty: 8 },
+        maxSubscriptions: 3,
+      },
     },
     ['--max-event-bytes', '16384'],
   );
@@ -49,8 +56,13 @@ describe('NIP-11 from the gateway, before a reference relay', { timeout: 120_000
     assert.equal(doc.name, relayDoc.name, "the relay's own fields are kept");
     assert.deepEqual(doc.supported_nips, relayDoc.supported_nips);
     assert.equal(doc.limitation.max_message_length, 32 * 1024, 'the smaller bound');
-    assert.equal(doc.limitation.max_subscriptions, relayDoc.limitation.max_subscriptions);
-    assert.equal(doc.limitation.auth_required, false, 'no AUTH configured: the relay says');
+    assert.equal(
+      doc.limitation.max_subscriptions,
+      Math.min(3, Number(relayDoc.limitation.max_subscriptions ?? Infinity)),
+    );
+    assert.equal(doc.limitation.min_pow_difficulty, 8);
+    assert.equal(doc.limitation.auth_required, true, 'writes need AUTH at the gateway');
+    assert.equal(doc.limitation.restricted_writes, true);
     assert.deepEqual(doc[WRITE_QUOTA_KEY], { points: 7, window_sec: 60 });
   });
 
