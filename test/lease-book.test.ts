@@ -33,13 +33,17 @@ class FakeLeaseStore implements LeaseStore {
     return Promise.resolve({ granted, consumed: c.used, msLeft: c.endsAt - this.clock.t });
   }
 
-  giveBack(key: string, points: number, msLeft: number, slackMs: number) {
+  /** A hand-back that takes its time (its script not yet cached, say) while takes do not. */
+  slowGiveBack = false;
+
+  async giveBack(key: string, points: number, msLeft: number, slackMs: number) {
+    if (this.slowGiveBack) await new Promise((r) => setTimeout(r, 20));
     const c = this.live(key);
     const ttl = c ? c.endsAt - this.clock.t : 0;
-    if (!c || ttl <= slackMs || ttl > msLeft + slackMs) return Promise.resolve(0);
+    if (!c || ttl <= slackMs || ttl > msLeft + slackMs) return 0;
     const n = Math.min(points, c.used);
     c.used -= n;
-    return Promise.resolve(n);
+    return n;
   }
 }
 
@@ -110,6 +114,18 @@ describe('lease book', { timeout: 30_000 }, () => {
     let admitted = 11;
     for (let i = 0; i < 5; i++) if ((await book.consume('k', 1, 12, 60_000)).allowed) admitted++;
     assert.equal(admitted, 12);
+    assert.equal(store.counters.get('k')!.used, 12);
+    await book.close();
+  });
+
+  it('takes under a lower limit only once the clipped lease is back, however slow that is', async () => {
+    const { store, book } = setUp();
+    for (let i = 0; i < 10; i++) await book.consume('k', 1, 100, 60_000);
+    store.slowGiveBack = true;
+    const after = await Promise.all(
+      Array.from({ length: 4 }, () => book.consume('k', 1, 12, 60_000)),
+    );
+    assert.equal(after.filter((v) => v.allowed).length, 2, 'the two points left under 12');
     assert.equal(store.counters.get('k')!.used, 12);
     await book.close();
   });

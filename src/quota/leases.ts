@@ -51,7 +51,11 @@ interface Entry {
   lastGranted: number;
   /** Round trip of the last take: the slack a hand-back allows for the clocks' offset. */
   rttMs: number;
-  pending?: Promise<Lease>;
+  /**
+   * A take under way, or the hand-back of a clipped lease: writes of the key wait for it, so
+   * that no take is judged before the points it must not count are back in Valkey.
+   */
+  pending?: Promise<unknown>;
 }
 
 export interface LeaseBookOptions {
@@ -99,7 +103,7 @@ export class LeaseBook {
     this.entries = new LRUCache<string, Entry>({
       max: opts.maxKeys,
       dispose: (entry, key, reason) => {
-        if (reason === 'evict') this.handBack(key, entry);
+        if (reason === 'evict') void this.handBack(key, entry);
       },
     });
     this.sweeper = setInterval(() => this.sweep(), Math.max(10, opts.idleMs / 2));
@@ -143,7 +147,7 @@ export class LeaseBook {
   /** Hand back every unspent point, and stop the idle sweep (at shutdown). */
   async close(): Promise<void> {
     clearInterval(this.sweeper);
-    for (const [key, entry] of this.entries.entries()) this.handBack(key, entry);
+    for (const [key, entry] of this.entries.entries()) void this.handBack(key, entry);
     this.entries.clear();
     await Promise.allSettled([...this.returning]);
   }
@@ -154,7 +158,7 @@ export class LeaseBook {
     for (const [key, entry] of this.entries.entries()) {
       if (entry.lastUsed > idleBefore || entry.pending) continue;
       this.entries.delete(key);
-      this.handBack(key, entry);
+      void this.handBack(key, entry);
     }
   }
 
@@ -184,7 +188,11 @@ export class LeaseBook {
     if (limit < entry.limit) {
       // A lower limit (the node's multiplier fell): what is held here was leased under the
       // old one. Hand it all back, so that the next take is judged by Valkey against the new.
-      this.handBack(key, entry);
+      const back = this.handBack(key, entry);
+      const pending = back.finally(() => {
+        if (entry.pending === pending) entry.pending = undefined;
+      });
+      entry.pending = pending;
       entry.size = 1;
     }
     entry.limit = limit;
@@ -258,16 +266,16 @@ export class LeaseBook {
     entry.spent = 0;
   }
 
-  /** Give the unspent points back to their window, in the background. */
-  private handBack(key: string, entry: Entry): void {
+  /** Give the unspent points back to their window; resolves when Valkey has them (never rejects). */
+  private handBack(key: string, entry: Entry): Promise<void> {
     const points = entry.held;
     const msLeft = entry.endsAt - this.now();
     entry.held = 0;
     entry.leased -= points;
-    if (points <= 0) return;
+    if (points <= 0) return Promise.resolve();
     if (msLeft <= 0) {
       this.onPoints('expired', points);
-      return;
+      return Promise.resolve();
     }
     const slackMs = MIN_SLACK_MS + 2 * entry.rttMs;
     const returning = this.store.giveBack(key, points, msLeft, slackMs).then(
@@ -282,5 +290,6 @@ export class LeaseBook {
     );
     this.returning.add(returning);
     void returning.finally(() => this.returning.delete(returning));
+    return returning;
   }
 }
