@@ -61,13 +61,16 @@ function setUp(holders = 1, idleMs = 1000) {
   return { clock, store, book, points };
 }
 
+/** The node and base quota every write here goes to. */
+const S = { nodeId: 'relay-a', base: 100 };
+
 /** Let the book's background hand-backs settle. */
 const settle = () => new Promise((r) => setImmediate(r));
 
 describe('lease book', { timeout: 30_000 }, () => {
   it('asks for 1, then 8, then 64 points while a key keeps coming back with room to spare', async () => {
     const { store, book } = setUp();
-    for (let i = 0; i < 80; i++) assert.ok((await book.consume('k', 1, 10_000, 60_000)).allowed);
+    for (let i = 0; i < 80; i++) assert.ok((await book.consume('k', 1, 10_000, 60_000, S)).allowed);
     assert.deepEqual(store.wants, [1, 8, 64, 64]);
     await book.close();
   });
@@ -75,7 +78,7 @@ describe('lease book', { timeout: 30_000 }, () => {
   it('leases a slow key no more than it writes in half the idle time', async () => {
     const { clock, store, book } = setUp(1, 10_000);
     for (let i = 0; i < 6; i++) {
-      assert.ok((await book.consume('k', 1, 10_000, 600_000)).allowed);
+      assert.ok((await book.consume('k', 1, 10_000, 600_000, S)).allowed);
       clock.t += 3000;
     }
     assert.ok(Math.max(...store.wants) <= 2, `one write every 3 s: ${store.wants.join(',')}`);
@@ -85,7 +88,8 @@ describe('lease book', { timeout: 30_000 }, () => {
   it('serves the last points of a limit one by one, and exactly', async () => {
     const { store, book } = setUp(2);
     let admitted = 0;
-    for (let i = 0; i < 30; i++) if ((await book.consume('k', 1, 20, 60_000)).allowed) admitted++;
+    for (let i = 0; i < 30; i++)
+      if ((await book.consume('k', 1, 20, 60_000, S)).allowed) admitted++;
     assert.equal(admitted, 20);
     assert.equal(store.counters.get('k')!.used, 20);
     await book.close();
@@ -93,11 +97,11 @@ describe('lease book', { timeout: 30_000 }, () => {
 
   it('lets held points lapse with their window, and starts the next window afresh', async () => {
     const { clock, book, points } = setUp();
-    for (let i = 0; i < 2; i++) await book.consume('k', 1, 100, 1000);
+    for (let i = 0; i < 2; i++) await book.consume('k', 1, 100, 1000, S);
     const held = book.snapshot('k')!.held;
     assert.ok(held > 0);
     clock.t += 1000;
-    const next = await book.consume('k', 1, 100, 1000);
+    const next = await book.consume('k', 1, 100, 1000, S);
     assert.ok(next.allowed && next.tookLease, 'a new window needs a new lease');
     assert.equal(points.expired, held);
     assert.equal(book.snapshot('k')!.spent, 1, 'the new window counts from zero');
@@ -106,13 +110,13 @@ describe('lease book', { timeout: 30_000 }, () => {
 
   it('hands a lease back when the limit falls, so the next take is judged by the new limit', async () => {
     const { store, book, points } = setUp();
-    for (let i = 0; i < 10; i++) await book.consume('k', 1, 100, 60_000);
-    const v = await book.consume('k', 1, 12, 60_000);
+    for (let i = 0; i < 10; i++) await book.consume('k', 1, 100, 60_000, S);
+    const v = await book.consume('k', 1, 12, 60_000, S);
     await settle();
     assert.ok(v.tookLease, 'the held lease was not spent under the lower limit');
     assert.ok(points.returned > 0);
     let admitted = 11;
-    for (let i = 0; i < 5; i++) if ((await book.consume('k', 1, 12, 60_000)).allowed) admitted++;
+    for (let i = 0; i < 5; i++) if ((await book.consume('k', 1, 12, 60_000, S)).allowed) admitted++;
     assert.equal(admitted, 12);
     assert.equal(store.counters.get('k')!.used, 12);
     await book.close();
@@ -120,21 +124,35 @@ describe('lease book', { timeout: 30_000 }, () => {
 
   it('takes under a lower limit only once the clipped lease is back, however slow that is', async () => {
     const { store, book } = setUp();
-    for (let i = 0; i < 10; i++) await book.consume('k', 1, 100, 60_000);
+    for (let i = 0; i < 10; i++) await book.consume('k', 1, 100, 60_000, S);
     store.slowGiveBack = true;
     const after = await Promise.all(
-      Array.from({ length: 4 }, () => book.consume('k', 1, 12, 60_000)),
+      Array.from({ length: 4 }, () => book.consume('k', 1, 12, 60_000, S)),
     );
     assert.equal(after.filter((v) => v.allowed).length, 2, 'the two points left under 12');
     assert.equal(store.counters.get('k')!.used, 12);
     await book.close();
   });
 
+  it("a node's lower multiplier hands its leases back at once, before any write", async () => {
+    const { store, book } = setUp();
+    for (let i = 0; i < 10; i++) await book.consume('k', 1, 100, 60_000, S);
+    await book.consume('other', 1, 100, 60_000, { nodeId: 'relay-b', base: 100 });
+    await book.consume('other', 1, 100, 60_000, { nodeId: 'relay-b', base: 100 });
+    const otherUsed = store.counters.get('other')!.used;
+    book.clipNode('relay-a', (base) => Math.floor(base * 0.3));
+    await settle();
+    assert.equal(store.counters.get('k')!.used, 10, 'only what was spent stays counted');
+    assert.equal(book.snapshot('k')!.held, 0);
+    assert.equal(store.counters.get('other')!.used, otherUsed, 'another node keeps its leases');
+    await book.close();
+  });
+
   it('gives idle keys and evicted keys their points back, and everything at close', async () => {
     const { clock, store, book } = setUp(1, 1000);
     for (const key of ['a', 'b', 'c']) {
-      await book.consume(key, 1, 100, 60_000);
-      await book.consume(key, 1, 100, 60_000);
+      await book.consume(key, 1, 100, 60_000, S);
+      await book.consume(key, 1, 100, 60_000, S);
     }
     clock.t += 1500;
     book.sweep();
@@ -142,8 +160,8 @@ describe('lease book', { timeout: 30_000 }, () => {
     for (const key of ['a', 'b', 'c']) assert.equal(store.counters.get(key)!.used, 2, key);
     assert.equal(book.size, 0, 'idle keys are forgotten');
     for (const key of ['d', 'e', 'f', 'g']) {
-      await book.consume(key, 1, 100, 60_000);
-      await book.consume(key, 1, 100, 60_000);
+      await book.consume(key, 1, 100, 60_000, S);
+      await book.consume(key, 1, 100, 60_000, S);
     }
     await settle();
     assert.equal(store.counters.get('d')!.used, 2, 'the least recent key, evicted, gave back');
@@ -153,18 +171,18 @@ describe('lease book', { timeout: 30_000 }, () => {
 
   it('takes what a costly write needs even when the share rule would give less', async () => {
     const { book } = setUp(4);
-    const v = await book.consume('k', 20, 40, 60_000);
+    const v = await book.consume('k', 20, 40, 60_000, S);
     assert.ok(v.allowed, 'the need (20) is granted whole while it fits');
-    assert.equal((await book.consume('k', 25, 40, 60_000)).allowed, false, 'only 20 left');
-    assert.ok((await book.consume('k', 1, 40, 60_000)).allowed, 'a cheaper write still fits');
+    assert.equal((await book.consume('k', 25, 40, 60_000, S)).allowed, false, 'only 20 left');
+    assert.ok((await book.consume('k', 1, 40, 60_000, S)).allowed, 'a cheaper write still fits');
     await book.close();
   });
 
   it('one take serves concurrent writes of a key', async () => {
     const { store, book } = setUp();
-    await book.consume('k', 1, 1000, 60_000);
+    await book.consume('k', 1, 1000, 60_000, S);
     const all = await Promise.all(
-      Array.from({ length: 8 }, () => book.consume('k', 1, 1000, 60_000)),
+      Array.from({ length: 8 }, () => book.consume('k', 1, 1000, 60_000, S)),
     );
     assert.ok(all.every((v) => v.allowed));
     assert.equal(store.wants.length, 2, 'the first lease of 8 covered all eight');

@@ -107,6 +107,11 @@ export class QuotaDecider {
     this.now = options.now ?? Date.now;
     this.maxTrackedClients = options.maxTrackedClients ?? DEFAULT_MAX_TRACKED_CLIENTS;
     this.syncLeases();
+    // A lower multiplier clips the leases held for its node at once, not at their next write.
+    board.onChange((m) => {
+      const step = this.settings.multiplierStep;
+      this.leases?.clipNode(m.nodeId, (base) => effectivePoints(base, m.value, step));
+    });
   }
 
   /** Start or stop the lease book to match the settings; stopping hands every point back. */
@@ -234,7 +239,10 @@ export class QuotaDecider {
         roundTrip: false,
       };
     }
-    const v = await leases.consume(`${prefix}:${key}`, req.cost, points, base.windowSec * 1000);
+    const v = await leases.consume(`${prefix}:${key}`, req.cost, points, base.windowSec * 1000, {
+      nodeId: req.nodeId,
+      base: base.points,
+    });
     if (!v.allowed && blocks && v.consumed >= points) blocks.block(key, v.consumed, v.msBeforeNext);
     return {
       allowed: v.allowed,

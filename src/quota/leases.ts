@@ -34,7 +34,16 @@ export interface LeaseSnapshot {
   msLeft: number;
 }
 
+/** What a key's limit derives from, so a change of the node's multiplier can clip it at once. */
+export interface LeaseScope {
+  /** The relay node the last write went to. */
+  nodeId: string;
+  /** The base quota (before the multiplier). */
+  base: number;
+}
+
 interface Entry {
+  scope: LeaseScope;
   held: number;
   leased: number;
   spent: number;
@@ -111,9 +120,15 @@ export class LeaseBook {
   }
 
   /** Spend `cost` points of `key`'s quota, whose effective limit is `limit` per `windowMs`. */
-  async consume(key: string, cost: number, limit: number, windowMs: number): Promise<LeaseVerdict> {
+  async consume(
+    key: string,
+    cost: number,
+    limit: number,
+    windowMs: number,
+    scope: LeaseScope,
+  ): Promise<LeaseVerdict> {
     for (let waits = 0; ; waits++) {
-      const entry = this.entryFor(key, limit);
+      const entry = this.entryFor(key, limit, scope);
       if (entry.held >= cost) return this.spend(entry, cost, limit, false);
       if (entry.pending && waits < MAX_WAITS) {
         // Another request is taking for this key: its lease may cover this one too.
@@ -163,11 +178,12 @@ export class LeaseBook {
   }
 
   /** The key's entry, its window lapsed or its lease clipped to a lower limit as needed. */
-  private entryFor(key: string, limit: number): Entry {
+  private entryFor(key: string, limit: number, scope: LeaseScope): Entry {
     const now = this.now();
     let entry = this.entries.get(key);
     if (!entry) {
       entry = {
+        scope,
         held: 0,
         leased: 0,
         spent: 0,
@@ -184,10 +200,29 @@ export class LeaseBook {
       return entry;
     }
     entry.lastUsed = now;
+    entry.scope = scope;
     if (now >= entry.endsAt) this.lapse(entry);
+    this.clip(key, entry, limit);
+    return entry;
+  }
+
+  /**
+   * A node's multiplier changed: every lease held for writes to it under a higher limit than
+   * `limitOf(base)` now goes back at once, not at its key's next write.
+   */
+  clipNode(nodeId: string, limitOf: (base: number) => number): void {
+    for (const [key, entry] of this.entries.entries()) {
+      if (entry.scope.nodeId === nodeId) this.clip(key, entry, limitOf(entry.scope.base));
+    }
+  }
+
+  /**
+   * Under a lower limit (the node's multiplier fell), what is held here was leased under the
+   * old one: hand it all back, and let the key's writes wait for it, so that the next take
+   * is judged by Valkey against the new limit with those points already returned.
+   */
+  private clip(key: string, entry: Entry, limit: number): void {
     if (limit < entry.limit) {
-      // A lower limit (the node's multiplier fell): what is held here was leased under the
-      // old one. Hand it all back, so that the next take is judged by Valkey against the new.
       const back = this.handBack(key, entry);
       const pending = back.finally(() => {
         if (entry.pending === pending) entry.pending = undefined;
@@ -196,7 +231,6 @@ export class LeaseBook {
       entry.size = 1;
     }
     entry.limit = limit;
-    return entry;
   }
 
   private spend(entry: Entry, cost: number, limit: number, tookLease: boolean): LeaseVerdict {
