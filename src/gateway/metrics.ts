@@ -1,5 +1,6 @@
 import { Counter, Gauge, Histogram, Registry, Summary, collectDefaultMetrics } from 'prom-client';
 import type { MultiplierBoard } from '../pressure/follower/board.js';
+import type { LeaseEvent } from '../quota/leases.js';
 import type { UpstreamPool } from './upstreams.js';
 
 /** The gateway's counters by name: what each counts. */
@@ -55,6 +56,18 @@ export class GatewayMetrics {
   /** Anything thrown that no handler expected; a test asserts it stays 0. */
   readonly internalErrors = this.counter('sluice_internal_errors_total');
   readonly leasePoints = this.counter('sluice_lease_points_total');
+  /** Its children by event: with leases on, every admitted write counts a spent point. */
+  private readonly leaseCounters = new Map<LeaseEvent, Counter.Internal>();
+
+  /** Count leased points by what happened to them (no label hashing per write). */
+  countLeasePoints(event: LeaseEvent, points: number): void {
+    let counter = this.leaseCounters.get(event);
+    if (!counter) {
+      counter = this.leasePoints.labels({ event });
+      this.leaseCounters.set(event, counter);
+    }
+    counter.inc(points);
+  }
 
   /** Sampled at scrape time from what countTrackedClients() was given. */
   private trackedClientsSource: () => Record<string, number> = () => ({});

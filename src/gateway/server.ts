@@ -94,7 +94,7 @@ export async function buildGateway(
     observer: { storeCall: (seconds, ok) => (ok ? callOk : callFailed).observe(seconds) },
     maxTrackedClients: config.limits.maxTrackedClients,
     leaseHolders: config.quotas.gateways * workerCount(config.workers),
-    onLeasePoints: (event, points) => metrics.leasePoints.inc({ event }, points),
+    onLeasePoints: (event, points) => metrics.countLeasePoints(event, points),
     onLeaseReturnFailed: (err) => log.warn({ err }, 'quota lease hand-back failed'),
   });
   const ctx: GatewayContext = {
