@@ -5,7 +5,12 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { GatewayConfigSchema } from '../src/config/schema.js';
+import { MultiplierBoard } from '../src/pressure/follower/board.js';
+import { QuotaDecider } from '../src/quota/decider.js';
 import { LeaseBook } from '../src/quota/leases.js';
+import { Policy, makeIdentity } from '../src/quota/policy.js';
+import type { Store } from '../src/store/index.js';
 import type { LeaseEvent } from '../src/quota/leases.js';
 import type { LeaseStore, TakeBounds } from '../src/store/lease.js';
 
@@ -187,5 +192,42 @@ describe('lease book', { timeout: 30_000 }, () => {
     assert.ok(all.every((v) => v.allowed));
     assert.equal(store.wants.length, 2, 'the first lease of 8 covered all eight');
     await book.close();
+  });
+});
+
+describe('the decider with leases', { timeout: 30_000 }, () => {
+  function settingsWith(lease: { enabled: boolean; idleMs?: number }) {
+    return GatewayConfigSchema.parse({
+      admin: { token: 'a-test-token-of-some-length' },
+      upstreams: [{ id: 'relay-a', url: 'http://127.0.0.1:1' }],
+      quotas: { tiers: { default: { write: { points: 100, windowSec: 60 } } }, lease },
+    }).quotas;
+  }
+
+  it('a reload that resizes or switches off leases hands the held points back', async () => {
+    const clock = { t: 1_000_000 };
+    const fake = new FakeLeaseStore(clock);
+    const settings = settingsWith({ enabled: true });
+    const decider = new QuotaDecider(
+      { leases: fake } as unknown as Store,
+      new Policy(settings),
+      new MultiplierBoard(['relay-a']),
+      settings,
+      { now: () => clock.t },
+    );
+    const identity = makeIdentity('ip', '192.0.2.1', 'default', 'salt');
+    const write = () =>
+      decider.decide({ identity, ip: '192.0.2.1', cls: 'write', cost: 1, nodeId: 'relay-a' });
+    for (let i = 0; i < 3; i++) assert.equal((await write())!.admitted, true);
+    const [key] = [...fake.counters.keys()];
+    assert.ok(fake.counters.get(key!)!.used > 3, 'a lease is held');
+    decider.reload(settingsWith({ enabled: true, idleMs: 20_000 }));
+    await settle();
+    assert.equal(fake.counters.get(key!)!.used, 3, 'resized: the old book gave its points back');
+    assert.equal((await write())!.admitted, true);
+    decider.reload(settingsWith({ enabled: false }));
+    await settle();
+    assert.equal(fake.counters.get(key!)!.used, 4, 'switched off: nothing held any more');
+    await decider.close();
   });
 });

@@ -93,7 +93,7 @@ export async function buildGateway(
   const decider = new QuotaDecider(store, policy, board, config.quotas, {
     observer: { storeCall: (seconds, ok) => (ok ? callOk : callFailed).observe(seconds) },
     maxTrackedClients: config.limits.maxTrackedClients,
-    leaseHolders: config.quotas.gateways * workerCount(config.workers),
+    workers: workerCount(config.workers),
     onLeasePoints: (event, points) => metrics.countLeasePoints(event, points),
     onLeaseReturnFailed: (err) => log.warn({ err }, 'quota lease hand-back failed'),
   });

@@ -67,8 +67,8 @@ export interface DeciderOptions {
    * and in the insurance counters alike; the least recently seen are forgotten past it.
    */
   maxTrackedClients?: number;
-  /** Gateway processes sharing the quota, for leases (gateways x workers; default gateways). */
-  leaseHolders?: number;
+  /** Worker processes of this gateway: leases are shared by quotas.gateways x workers. */
+  workers?: number;
   /** Leased points by what happened to them (metrics). */
   onLeasePoints?: (event: LeaseEvent, points: number) => void;
   /** A lease hand-back that failed (its points lapse with their window). */
@@ -95,6 +95,8 @@ export class QuotaDecider {
   private storeDownUntil = 0;
   /** Present while quotas.lease.enabled. */
   private leases: LeaseBook | undefined;
+  /** The idle time and holders the book was made with. */
+  private leaseShape = '';
 
   constructor(
     private readonly store: Store,
@@ -117,14 +119,17 @@ export class QuotaDecider {
   /** Start or stop the lease book to match the settings; stopping hands every point back. */
   private syncLeases(): void {
     const { lease } = this.settings;
-    if (!lease.enabled) {
-      void this.leases?.close();
+    const holders = this.settings.gateways * (this.options.workers ?? 1);
+    const shape = `${lease.idleMs}/${holders}`;
+    if (this.leases && (!lease.enabled || shape !== this.leaseShape)) {
+      // Off, or sized differently (a reload): the old book hands its points back.
+      void this.leases.close();
       this.leases = undefined;
-      return;
     }
-    if (this.leases) return;
+    if (!lease.enabled || this.leases) return;
+    this.leaseShape = shape;
     this.leases = new LeaseBook(this.store.leases, {
-      holders: this.options.leaseHolders ?? this.settings.gateways,
+      holders,
       idleMs: lease.idleMs,
       maxKeys: this.maxTrackedClients,
       now: this.now,
