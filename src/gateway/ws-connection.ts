@@ -18,9 +18,11 @@ const LOW_WATER = 256 * 1024;
 const SLOW_CLOSE_GRACE_MS = 1000;
 /** Events awaiting the relay's OK to charge their author (nostr.verify relay), per connection. */
 const MAX_AWAITING_OK = 1024;
-/** The head of a relay's OK: `["OK","<id>",true|false,"<message>`, compact or spaced. */
 /** The head of a relay's CLOSED, which ends a subscription. */
 const CLOSED_HEAD = /^\s*\[\s*"CLOSED"\s*,/;
+/** The head of a relay's EVENT (most of what a relay sends): nothing in it to follow. */
+const EVENT_HEAD = /^\s*\[\s*"EVENT"/;
+/** The head of a relay's OK: `["OK","<id>",true|false,"<message>`, compact or spaced. */
 const OK_HEAD = /^\s*\[\s*"OK"\s*,\s*"([0-9a-f]{64})"\s*,\s*(true|false)\s*,\s*"(duplicate:)?/;
 
 /** Close codes a peer may send; reserved ones (1005, 1006, 1015) are mapped. */
@@ -145,6 +147,8 @@ export class ProxiedConnection {
    * what the client's AUTH event must answer.
    */
   private observe(data: Buffer): void {
+    // A subscription's events stream past here: one short look, and no more, for each.
+    if (EVENT_HEAD.test(data.toString('latin1', 0, 16))) return;
     const start = data.toString('latin1', 0, 160);
     if (CLOSED_HEAD.test(start)) return this.subscriptionClosed(data);
     const auth = this.facts.auth;

@@ -44,7 +44,7 @@ export interface LeaseScope {
 
 interface Entry {
   scope: LeaseScope;
-  held: number;
+  /** Points leased to this gateway in the window, and of those spent: the rest is held. */
   leased: number;
   spent: number;
   /** When the window ends, counted from the send time of a take: never after Valkey's end. */
@@ -129,7 +129,7 @@ export class LeaseBook {
   ): Promise<LeaseVerdict> {
     for (let waits = 0; ; waits++) {
       const entry = this.entryFor(key, limit, scope);
-      if (entry.held >= cost) return this.spend(entry, cost, limit, false);
+      if (held(entry) >= cost) return this.spend(entry, cost, limit, false);
       if (entry.pending && waits < MAX_WAITS) {
         // Another request is taking for this key: its lease may cover this one too.
         await entry.pending.catch(() => undefined);
@@ -148,7 +148,7 @@ export class LeaseBook {
     return {
       leased: live ? entry.leased : 0,
       spent: live ? entry.spent : 0,
-      held: live ? entry.held : 0,
+      held: live ? held(entry) : 0,
       nextLease: entry.size,
       msLeft,
     };
@@ -184,7 +184,6 @@ export class LeaseBook {
     if (!entry) {
       entry = {
         scope,
-        held: 0,
         leased: 0,
         spent: 0,
         endsAt: 0,
@@ -234,12 +233,11 @@ export class LeaseBook {
   }
 
   private spend(entry: Entry, cost: number, limit: number, tookLease: boolean): LeaseVerdict {
-    entry.held -= cost;
     entry.spent += cost;
     this.onPoints('spent', cost);
     return {
       allowed: true,
-      remaining: Math.min(limit, Math.max(0, limit - entry.consumed) + entry.held),
+      remaining: Math.min(limit, Math.max(0, limit - entry.consumed) + held(entry)),
       msBeforeNext: Math.max(0, entry.endsAt - this.now()),
       consumed: entry.consumed,
       tookLease,
@@ -253,7 +251,7 @@ export class LeaseBook {
     limit: number,
     windowMs: number,
   ): Promise<LeaseVerdict> {
-    const need = cost - entry.held;
+    const need = cost - held(entry);
     const sentAt = this.now();
     // Grown by the key's returns, but no more than it spends before it could count as idle.
     const rateCap = leaseForRate(entry.lastGranted, sentAt - entry.lastTakeAt, this.opts.idleMs);
@@ -277,12 +275,11 @@ export class LeaseBook {
       entry.endsAt = Math.max(entry.endsAt, endsAt);
     }
     entry.consumed = lease.consumed;
-    entry.held += lease.granted;
     entry.leased += lease.granted;
     entry.lastGranted = lease.granted;
     if (lease.granted > 0) this.onPoints('leased', lease.granted);
     entry.size = nextLeaseSize(want, lease.granted);
-    if (entry.held >= cost && now < entry.endsAt) return this.spend(entry, cost, limit, true);
+    if (held(entry) >= cost && now < entry.endsAt) return this.spend(entry, cost, limit, true);
     return {
       allowed: false,
       remaining: 0,
@@ -294,18 +291,17 @@ export class LeaseBook {
 
   /** The window ended: what was held of it can no longer be spent. */
   private lapse(entry: Entry): void {
-    if (entry.held > 0) this.onPoints('expired', entry.held);
-    entry.held = 0;
+    const points = held(entry);
+    if (points > 0) this.onPoints('expired', points);
     entry.leased = 0;
     entry.spent = 0;
   }
 
   /** Give the unspent points back to their window; resolves when Valkey has them (never rejects). */
   private handBack(key: string, entry: Entry): Promise<void> {
-    const points = entry.held;
+    const points = held(entry);
     const msLeft = entry.endsAt - this.now();
-    entry.held = 0;
-    entry.leased -= points;
+    entry.leased = entry.spent;
     if (points <= 0) return Promise.resolve();
     if (msLeft <= 0) {
       this.onPoints('expired', points);
@@ -326,4 +322,9 @@ export class LeaseBook {
     void returning.finally(() => this.returning.delete(returning));
     return returning;
   }
+}
+
+/** Leased and not yet spent: the points this gateway may still admit on. */
+function held(entry: Entry): number {
+  return entry.leased - entry.spent;
 }

@@ -2,7 +2,7 @@
  * What a gateway with quota leases did with its points over a run, read from its
  * sluice_lease_points_total counters (every worker's summed by the admin listener).
  */
-import { BENCH_ADMIN_TOKEN } from './gateway-config.js';
+import { parsePrometheusValue } from '../../pressure/feed/samplers.js';
 
 export interface LeaseAccounting {
   /** Points taken from Valkey in leases. */
@@ -23,34 +23,29 @@ export interface LeaseAccounting {
 
 const EVENTS = ['leased', 'spent', 'returned', 'expired'] as const;
 
-/** The lease counters in a Prometheus text exposition. */
+/** The lease counters in a Prometheus text exposition (a counter never moved reads 0). */
 export function leaseAccounting(metrics: string): LeaseAccounting {
-  const n = Object.fromEntries(EVENTS.map((e) => [e, 0])) as Record<
-    (typeof EVENTS)[number],
-    number
-  >;
-  for (const line of metrics.split('\n')) {
-    const m = /^sluice_lease_points_total\{event="(\w+)"\} (\d+(?:\.\d+)?)$/.exec(line);
-    if (m && (EVENTS as readonly string[]).includes(m[1]!)) {
-      n[m[1] as (typeof EVENTS)[number]] += Number(m[2]);
-    }
-  }
+  const [leased, spent, returned, expired] = EVENTS.map(
+    (event) =>
+      parsePrometheusValue(metrics, 'sluice_lease_points_total', `{event="${event}"}`) ?? 0,
+  ) as [number, number, number, number];
   // Points Valkey granted that could still be spent: neither handed back nor lapsed.
-  const spendable = n.leased - n.returned - n.expired;
-  const held = Math.max(0, spendable - n.spent);
+  const spendable = leased - returned - expired;
+  const held = Math.max(0, spendable - spent);
   return {
-    ...n,
+    leased,
+    spent,
+    returned,
+    expired,
     held,
-    overAdmitted: Math.max(0, n.spent - spendable),
-    unspent: n.expired + held,
+    overAdmitted: Math.max(0, spent - spendable),
+    unspent: expired + held,
   };
 }
 
-/** Read the accounting off a running gateway's admin listener. */
+/** Read the accounting off a running gateway's admin listener (/metrics needs no token). */
 export async function fetchLeaseAccounting(adminUrl: string): Promise<LeaseAccounting> {
-  const res = await fetch(`${adminUrl}/metrics`, {
-    headers: { authorization: `Bearer ${BENCH_ADMIN_TOKEN}` },
-  });
+  const res = await fetch(`${adminUrl}/metrics`);
   if (!res.ok) throw new Error(`/metrics answered ${res.status}`);
   return leaseAccounting(await res.text());
 }
