@@ -174,6 +174,30 @@ describe('lease book', { timeout: 30_000 }, () => {
     for (const key of ['e', 'f', 'g']) assert.equal(store.counters.get(key)!.used, 2, key);
   });
 
+  for (const how of ['idle', 'evicted'] as const) {
+    it(`a key ${how} takes again only once its handed-back points are in Valkey, however slow`, async () => {
+      const { clock, store, book } = setUp(1, 1000);
+      // 'k' spent 2 of a limit of 10 and holds 3 more (leases of 1, then 4 by the share rule).
+      for (let i = 0; i < 2; i++) assert.ok((await book.consume('k', 1, 10, 60_000, S)).allowed);
+      assert.equal(book.snapshot('k')!.held, 3);
+      store.slowGiveBack = true;
+      if (how === 'idle') {
+        clock.t += 1500;
+        book.sweep();
+      } else {
+        for (const key of ['x', 'y', 'z']) await book.consume(key, 1, 10, 60_000, S);
+      }
+      assert.equal(book.snapshot('k'), null, `'k' is no longer held (${how})`);
+      // Its hand-back is under way: the client's 8 points left must all be its own still.
+      const next = await Promise.all(
+        Array.from({ length: 9 }, () => book.consume('k', 1, 10, 60_000, S)),
+      );
+      assert.equal(next.filter((v) => v.allowed).length, 8, 'the 8 points the client had left');
+      assert.equal(store.counters.get('k')!.used, 10);
+      await book.close();
+    });
+  }
+
   it('takes what a costly write needs even when the share rule would give less', async () => {
     const { book } = setUp(4);
     const v = await book.consume('k', 20, 40, 60_000, S);

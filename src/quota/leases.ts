@@ -101,6 +101,12 @@ export class LeaseBook {
   private readonly onPoints: (event: LeaseEvent, points: number) => void;
   private readonly sweeper: NodeJS.Timeout;
   private readonly returning = new Set<Promise<unknown>>();
+  /**
+   * Hand-backs under way per key, for keys no longer held (idle, evicted): the key's next
+   * write waits for its own points to be back before it takes, or the take would count them
+   * as still leased, be refused and block a client with points left. In flight only.
+   */
+  private readonly returningFor = new Map<string, Promise<void>>();
 
   constructor(
     private readonly store: LeaseStore,
@@ -195,6 +201,13 @@ export class LeaseBook {
         lastGranted: 0,
         rttMs: 0,
       };
+      const back = this.returningFor.get(key);
+      if (back) {
+        const pending = back.finally(() => {
+          if (entry!.pending === pending) entry!.pending = undefined;
+        });
+        entry.pending = pending;
+      }
       this.entries.set(key, entry);
       return entry;
     }
@@ -319,7 +332,11 @@ export class LeaseBook {
       },
     );
     this.returning.add(returning);
-    void returning.finally(() => this.returning.delete(returning));
+    this.returningFor.set(key, returning);
+    void returning.finally(() => {
+      this.returning.delete(returning);
+      if (this.returningFor.get(key) === returning) this.returningFor.delete(key);
+    });
     return returning;
   }
 }
