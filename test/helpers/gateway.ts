@@ -23,7 +23,7 @@ export interface GatewayUnderTest {
 export async function startGateway(
   client: ClientKind,
   mode: Topology,
-  upstreams: { id: string; url: string }[],
+  upstreams: { id: string; url: string; writeBudget?: { points: number; windowSec?: number } }[],
   settings: Record<string, unknown> = {},
   valkeyNodes?: string[],
 ): Promise<GatewayUnderTest> {
