@@ -76,6 +76,30 @@ describe('node budget: points at a multiplier', { timeout: 10_000 }, () => {
   });
 });
 
+describe('node budget: configuration', { timeout: 10_000 }, () => {
+  it('takes points and a window (1 s by default), and refuses anything else, naming it', () => {
+    const parse = (writeBudget: unknown) =>
+      GatewayConfigSchema.safeParse({
+        admin: { token: 'node-budget-admin-token-0123' },
+        upstreams: [{ id: 'relay-a', url: 'http://127.0.0.1:9', writeBudget }],
+      });
+    const ok = parse({ points: 200 });
+    assert.ok(ok.success);
+    assert.deepEqual(ok.data.upstreams[0]!.writeBudget, { points: 200, windowSec: 1 });
+    for (const [bad, message] of [
+      [{ points: 0 }, /upstreams\.0\.writeBudget\.points/],
+      [{ points: 1.5 }, /upstreams\.0\.writeBudget\.points/],
+      [{ points: 10, windowSec: 0 }, /upstreams\.0\.writeBudget\.windowSec/],
+      [{ points: 10, window: 2 }, /Unrecognized key: "window"/],
+    ] as const) {
+      const res = parse(bad);
+      assert.equal(res.success, false);
+      const issues = res.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
+      assert.match(issues, message);
+    }
+  });
+});
+
 describe('QuotaDecider.decideNode', { timeout: 10_000 }, () => {
   it('costs nothing at m = 1: no decision and no Valkey call', async () => {
     const { valkey, write } = deciderSetup();
