@@ -173,9 +173,10 @@ export class Admission {
     const decision = this.judged(decided, identity, cls, node.id);
     // The node's budget only once the client's own cap admitted the write: the heaviest
     // writers are refused by their caps and never draw on what the node takes from everyone.
-    const nodeDecision = decision.admitted
-      ? await this.nodeBudget(identity, facts.ip, cls, cost, node.id)
+    const pending = decision.admitted
+      ? this.nodeBudget(identity, facts.ip, cls, cost, node.id)
       : null;
+    const nodeDecision = pending ? await pending : null;
     const headers = rateLimitHeaders(
       decision,
       ctx.config.quotas.headers,
@@ -463,15 +464,18 @@ export class Admission {
    * A write admitted by its per-client caps, charged to its node's write budget (see
    * QuotaDecider.decideNode), judged under the sender's tier: null when nothing was charged.
    */
-  private async nodeBudget(
+  private nodeBudget(
     sender: Identity,
     ip: string,
     cls: 'write' | 'read',
     cost: number,
     nodeId: string,
-  ): Promise<QuotaDecision | null> {
-    const decided = await this.ctx.decider.decideNode({ identity: sender, ip, cls, cost, nodeId });
-    return decided && this.judged(decided, sender, cls, nodeId);
+  ): Promise<QuotaDecision | null> | null {
+    // Checked synchronously: at m = 1 (the common case) a write costs no promise here.
+    if (cls !== 'write' || !this.ctx.decider.chargesNode(nodeId)) return null;
+    return this.ctx.decider
+      .decideNode({ identity: sender, ip, cls, cost, nodeId })
+      .then((decided) => decided && this.judged(decided, sender, cls, nodeId));
   }
 
   /** Undefined when the node's budget admits the write, else the NIP-01 message. */
@@ -480,8 +484,9 @@ export class Admission {
     conn: ConnectionFacts,
     cost: number,
   ): Promise<string | undefined> {
-    if (cost === 0) return undefined;
-    const d = await this.nodeBudget(sender, conn.ip, 'write', cost, conn.nodeId);
+    const pending =
+      cost === 0 ? null : this.nodeBudget(sender, conn.ip, 'write', cost, conn.nodeId);
+    const d = pending ? await pending : null;
     return !d || d.admitted ? undefined : nostrRejection(d);
   }
 

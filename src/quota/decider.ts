@@ -299,6 +299,16 @@ export class QuotaDecider {
    * plain consume of the write's cost from the node's counter in Valkey, leases on or off
    * (a lease of a budget every gateway shares would strand points the node needs).
    */
+  /**
+   * Whether writes to the node are charged to its budget now (it has one, quotas are on and
+   * its multiplier is below 1): a synchronous check, so that the common case, m = 1, costs
+   * the caller no promise.
+   */
+  chargesNode(nodeId: string): boolean {
+    if (!this.settings.enabled || !this.nodeBudgets.get(nodeId)) return false;
+    return quantiseMultiplier(this.board.get(nodeId).value, this.settings.multiplierStep) < 1;
+  }
+
   async decideNode(req: QuotaRequest): Promise<QuotaDecision | null> {
     const budget = this.nodeBudgets.get(req.nodeId);
     if (!budget || req.cls !== 'write' || req.cost <= 0 || !this.settings.enabled) return null;

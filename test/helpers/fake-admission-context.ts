@@ -51,9 +51,9 @@ export class ScriptedDecider {
     return Promise.resolve(decision);
   }
 
-  /** Node budgets are not scripted here: nothing is charged to them (test/node-budget-*). */
-  decideNode(): Promise<QuotaDecision | null> {
-    return Promise.resolve(null);
+  /** Node budgets are not scripted here: nothing is charged to them (test/node-budget*). */
+  chargesNode(): boolean {
+    return false;
   }
 }
 
