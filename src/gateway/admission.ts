@@ -98,8 +98,9 @@ function problemOf(status: number, type: string, title: string, detail: string):
  *
  * Checks run from cheapest to dearest, and work is charged before it is done: the frame
  * rate of the source address (memory), parsing with size bounds, the sender's quota (the API
- * key it presented, else its address), signature verification, and last the verified
- * author's quota, which only events not seen before pay: a replay is answered `duplicate:`.
+ * key it presented, else its address), signature verification, the verified author's
+ * quota, which only events not seen before pay (a replay is answered `duplicate:`), and last,
+ * while the node is under pressure, the node's write budget, once per write.
  */
 export class Admission {
   /** Frames per source address in the current second, for the most recent addresses. */
