@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { Command, CommanderError } from 'commander';
 import { registerBench } from './cli/bench.js';
+import { registerConfig } from './cli/config.js';
 import { registerRelay } from './cli/relay.js';
 import { registerFeed } from './cli/feed.js';
 import { registerGateway } from './cli/gateway.js';
@@ -17,6 +18,7 @@ registerBench(program);
 registerRelay(program);
 registerGateway(program);
 registerFeed(program);
+registerConfig(program);
 
 try {
   await program.parseAsync(process.argv);
