@@ -6,6 +6,7 @@ import { registerRelay } from './cli/relay.js';
 import { registerFeed } from './cli/feed.js';
 import { registerGateway } from './cli/gateway.js';
 import { registerValkey } from './cli/valkey.js';
+import { operatorMessage } from './cli/operator-errors.js';
 
 const program = new Command()
   .name('sluice')
@@ -24,6 +25,6 @@ try {
   await program.parseAsync(process.argv);
 } catch (err) {
   if (err instanceof CommanderError) process.exit(err.exitCode);
-  console.error(`sluice: ${err instanceof Error ? err.message : String(err)}`);
+  console.error(`sluice: ${operatorMessage(err)}`);
   process.exit(1);
 }

@@ -99,7 +99,11 @@ export function validateGatewayConfig(
         : ` (got ${JSON.stringify(got)})`;
     return `  ${label.path || '(top level)'}: ${issue.message}${shown}`;
   });
-  throw new ConfigError(`invalid gateway configuration${where}:\n${lines.join('\n')}`);
+  // The fix first, then one line per problem: the key, what is wrong, and what it got.
+  const fix = file
+    ? `fix the keys below (docs/CONFIGURATION.md; \`sluice config check ${file}\` checks without starting)`
+    : 'fix the keys below (docs/CONFIGURATION.md)';
+  throw new ConfigError(`invalid gateway configuration${where}: ${fix}\n${lines.join('\n')}`);
 }
 
 /**
@@ -128,7 +132,11 @@ function readConfigFile(file: string): Record<string, unknown> {
   try {
     text = readFileSync(file, 'utf8');
   } catch (err) {
-    throw new ConfigError(`cannot read config file ${file}: ${(err as Error).message}`);
+    const reason =
+      (err as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (err as Error).message;
+    throw new ConfigError(
+      `cannot read config file ${file}: ${reason}; give --config the path of a readable YAML or JSON file`,
+    );
   }
   let data: unknown;
   try {

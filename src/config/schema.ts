@@ -207,20 +207,33 @@ export const GatewayConfigSchema = z
       .prefault({})
       .describe('The public listener'),
     admin: z
-      .strictObject({
-        host: z
-          .string()
-          .default('127.0.0.1')
-          .describe('Address of /admin/*, /metrics, /healthz and /readyz'),
-        port: port.default(8081).describe('Port of the admin listener (0 picks a free one)'),
-        token: z
-          .string()
-          .min(16, 'the admin token must have at least 16 characters')
-          .describe(
-            'Bearer token for /admin/* (at least 16 characters, e.g. `openssl rand -hex 32`); ' +
-              'required; the placeholder of the examples is refused',
-          ),
-      })
+      .strictObject(
+        {
+          host: z
+            .string()
+            .default('127.0.0.1')
+            .describe('Address of /admin/*, /metrics, /healthz and /readyz'),
+          port: port.default(8081).describe('Port of the admin listener (0 picks a free one)'),
+          token: z
+            .string({
+              error: (issue) =>
+                issue.input === undefined
+                  ? 'is required: set SLUICE_ADMIN_TOKEN, --admin-token or admin.token to a secret of at least 16 characters (e.g. `openssl rand -hex 32`)'
+                  : undefined,
+            })
+            .min(16, 'the admin token must have at least 16 characters')
+            .describe(
+              'Bearer token for /admin/* (at least 16 characters, e.g. `openssl rand -hex 32`); ' +
+                'required; the placeholder of the examples is refused',
+            ),
+        },
+        {
+          error: (issue) =>
+            issue.input === undefined
+              ? 'is required (admin.token): set SLUICE_ADMIN_TOKEN, --admin-token or admin.token to a secret of at least 16 characters (e.g. `openssl rand -hex 32`)'
+              : undefined,
+        },
+      )
       .describe('The admin listener (operators and Prometheus only)'),
     valkey: z
       .strictObject({
@@ -247,7 +260,12 @@ export const GatewayConfigSchema = z
       .prefault({})
       .describe('Where the shared quotas and the pressure multipliers live'),
     upstreams: z
-      .array(Upstream)
+      .array(Upstream, {
+        error: (issue) =>
+          issue.input === undefined
+            ? 'is required: give the relay nodes behind the gateway (upstreams: [{ id, url }] in the file, or --upstream ID=URL)'
+            : undefined,
+      })
       .min(1, 'at least one upstream relay node is required')
       .describe('The relay nodes behind the gateway (at least one)'),
     routing: z
