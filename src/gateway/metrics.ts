@@ -16,6 +16,8 @@ const COUNTER_HELP = {
     'Clients not reading what is written to them: paused (reading from them stopped) or closed (1008, past the buffered bound)',
   sluice_internal_errors_total:
     'Unexpected errors caught by a last-resort handler, by where they were caught',
+  sluice_websockets_drained_total:
+    'WebSocket connections moved off a relay node in trouble (pressure.drain: NOTICE, then close 1013), by node',
   sluice_lease_points_total:
     'Quota points of leases (quotas.lease), by event: leased from Valkey, spent on admitted writes, returned to Valkey, expired unspent with their window',
 } as const;
@@ -29,6 +31,7 @@ const COUNTER_LABELS: Record<CounterName, readonly string[]> = {
   sluice_slow_clients_total: ['action'],
   sluice_internal_errors_total: ['where'],
   sluice_lease_points_total: ['event'],
+  sluice_websockets_drained_total: ['node'],
 };
 
 /** The gateway's Prometheus metrics, on a registry of its own. */
@@ -56,6 +59,12 @@ export class GatewayMetrics {
   /** Anything thrown that no handler expected; a test asserts it stays 0. */
   readonly internalErrors = this.counter('sluice_internal_errors_total');
   readonly leasePoints = this.counter('sluice_lease_points_total');
+  readonly drained = this.counter('sluice_websockets_drained_total');
+
+  /** A connection was asked to leave its node (pressure.drain). */
+  countDrained(node: string): void {
+    this.drained.inc({ node });
+  }
   /** Its children by event: with leases on, every admitted write counts a spent point. */
   private readonly leaseCounters = new Map<LeaseEvent, Counter.Internal>();
 
