@@ -148,9 +148,13 @@ export class ProxiedConnection implements Drainable {
     clearTimeout(leaving.timer);
     this.send(['NOTICE', leaving.notice]);
     this.closeBoth(1013, leaving.reason, 'gateway');
+    // Read again, or the client's answering close frame would sit unread and the closing
+    // handshake would last until ws's timeout; nothing read now is decided (closed).
+    this.client.resume();
   }
 
   private enqueue(data: RawData, isBinary: boolean): void {
+    if (this.closed) return;
     this.queue.push({ data, isBinary });
     if (this.queue.length >= this.ctx.config.limits.maxQueuedFrames && !this.pausedForQueue) {
       this.pausedForQueue = true;
