@@ -66,7 +66,7 @@ export const FLEET_DEFAULTS: Omit<FleetBenchOptions, 'valkey'> = {
   eventContentBytes: 16 * 1024,
   offeredShare: 0.9,
   writers: 6,
-  quotaFactor: 2,
+  quotaFactor: 1.25,
   headroomBytes: 64 * MiB,
   tickMs: 500,
 };
