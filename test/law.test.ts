@@ -5,6 +5,7 @@ import type { ControlLaw } from '../src/pressure/laws/law.js';
 import { createLeadLaw, DEFAULT_LEAD_LAW_PARAMS } from '../src/pressure/laws/lead-law.js';
 import { createPidLaw, delayToMultiplier } from '../src/pressure/laws/pid-law.js';
 import { createPlant, DEFAULT_PLANT_PARAMS, overloadStep, simulate } from '../src/bench/plant.js';
+import { TickPace, paceParams } from '../src/pressure/feed/tick-pace.js';
 import type { PlantParams, Scenario, SimOptions, SimResult } from '../src/bench/plant.js';
 
 /** Each suite's bound (the simulations take well under a second each): a stuck test fails, it does not hang the run. */
@@ -130,6 +131,64 @@ describe('lead law across plants and ticks', BOUND, () => {
     assert.ok(ours.mPeakToPeak <= 0.05 + 1e-9, `ours: m peak-to-peak ${ours.mPeakToPeak}`);
     assert.ok(ours.uPeakToPeak < theirs.uPeakToPeak / 3);
     assert.ok(ours.mChanges * 5 < theirs.mChanges, `${ours.mChanges} vs ${theirs.mChanges}`);
+  });
+});
+
+describe('lead law under the adaptive pace (500 ms, 50 ms from 0.7 x target)', BOUND, () => {
+  const fastPace = () => new TickPace(paceParams(500, 50, 0.7));
+  const cases: [string, Partial<PlantParams>, Partial<SimOptions>][] = [
+    ['the 3x step', {}, {}],
+    ['1% noise on every 50 ms sample', { noise: 0.01 }, {}],
+    ['4x faster fill', { drainBytesPerSec: 4 * DRAIN, baseBytesPerSec: 12 * DRAIN }, {}],
+    ['8x faster fill', { drainBytesPerSec: 8 * DRAIN, baseBytesPerSec: 24 * DRAIN }, {}],
+    ['irregular ticks', {}, { tickJitter: 0.8 }],
+  ];
+  for (const [name, plant, options] of cases) {
+    it(`filters by time: meets every closed-loop target with ${name}`, () => {
+      const r = run(createLeadLaw(), plant, { ...options, pace: fastPace() });
+      const s = r.summary;
+      assert.ok(
+        r.series.filter((p) => p.t >= s.window.from).length > 1000,
+        'the fast pace ran (50 ms ticks)',
+      );
+      assert.ok(s.peakOverBandTop <= 1.05, `peak ${s.peakOverBandTop}`);
+      assert.ok(s.settleSec !== null && s.settleSec <= 60, `settled after ${s.settleSec} s`);
+      assert.equal(s.emergencyEntries, 0);
+      assert.ok(s.mPeakToPeak <= 0.3, `m peak-to-peak ${s.mPeakToPeak}`);
+      assert.ok(s.uPeakToPeak <= 0.1, `u peak-to-peak ${s.uPeakToPeak}`);
+      assert.ok(s.acceptedRatio >= 0.85, `accepted ${s.acceptedRatio}`);
+      // Twenty samples a second must not mean twenty times the published changes.
+      assert.ok(s.mChanges <= 30, `${s.mChanges} changes in 120 s`);
+    });
+  }
+
+  it('acts on a sudden spike at the first fast tick, where the slow pace waits for its tick', () => {
+    // Pressure already up (u 0.75, a store holding memory), writes near the drain; then a
+    // spike of 0.6 x the headroom left, 20 ms after a slow tick.
+    const target = DEFAULT_PLANT_PARAMS.targetBytes;
+    const at = 30.02;
+    const spike: Scenario = {
+      name: 'spike under pressure',
+      overload: { from: 30, to: 60 },
+      load: (t) => ({
+        offeredBytesPerSec: 0.9 * DRAIN,
+        spikeBytes: 0.15 * target + (t >= at && t < 50 ? 0.6 * 0.25 * target : 0),
+      }),
+    };
+    const firstDrop = (r: SimResult) => {
+      const before = r.series.filter((p) => p.t < at).at(-1)!;
+      const drop = r.series.find((p) => p.t >= at && p.m < before.m);
+      assert.ok(drop, 'the multiplier drops');
+      return drop.t - at;
+    };
+    const slow = run(createLeadLaw(), {}, { durationSec: 80 }, spike);
+    const fast = run(createLeadLaw(), {}, { durationSec: 80, pace: fastPace() }, spike);
+    assert.ok(firstDrop(fast) <= 0.05 + 1e-9, `fast: dropped after ${firstDrop(fast)} s`);
+    assert.ok(firstDrop(slow) >= 0.4, `slow: dropped after ${firstDrop(slow)} s`);
+    for (const r of [slow, fast]) {
+      assert.ok(r.summary.peakU <= 1.1, `peak ${r.summary.peakU}`);
+      assert.equal(r.summary.emergencyEntries, 0);
+    }
   });
 });
 

@@ -2,7 +2,8 @@ import { InvalidArgumentError, Option } from 'commander';
 import type { Command } from 'commander';
 import type { FeedProcessOptions } from '../pressure/feed/feed-process.js';
 import { stopOnSignals } from './signals.js';
-import { listenPort, parseBytes, positiveInt } from './flags.js';
+import { listenPort, parseBytes, positiveInt, positiveNumber } from './flags.js';
+import { DEFAULT_FAST_ABOVE } from '../pressure/feed/tick-pace.js';
 import { CLIENT_KINDS, TOPOLOGIES } from '../store/options.js';
 
 type FeedFlags = FeedProcessOptions;
@@ -38,7 +39,23 @@ export function registerFeed(program: Command): void {
       "with --cgroup: the target as a share of the cgroup's memory limit (0 < f <= 1)",
       targetFraction,
     )
-    .option('--tick-ms <n>', 'control period', positiveInt, 500)
+    .option(
+      '--tick-ms <n>',
+      'control period at rest (publication heartbeat; lease = 3 ticks)',
+      positiveInt,
+      500,
+    )
+    .option(
+      '--fast-tick-ms <n>',
+      'control period while memory is at or above --fast-above x target (default 50; = --tick-ms: off)',
+      positiveInt,
+    )
+    .option(
+      '--fast-above <u>',
+      'share of the target from which the fast tick runs (slow again 0.1 below)',
+      positiveNumber,
+      DEFAULT_FAST_ABOVE,
+    )
     .addOption(new Option('--law <law>', 'control law').choices(['lead', 'pid']).default('lead'))
     .option(
       '--acceptable-backlog <bytes>',

@@ -173,6 +173,8 @@ export interface FeedOptions {
   relayUrl: string;
   targetBytes: number | string;
   tickMs: number;
+  /** The tick under pressure (the feed's default when not given; = tickMs turns it off). */
+  fastTickMs?: number;
   valkey: { client: string; mode: string; nodes: string[] };
   law?: 'lead' | 'pid';
   env?: NodeJS.ProcessEnv;
@@ -181,6 +183,7 @@ export interface FeedOptions {
 export function startFeed(o: FeedOptions): Promise<SluiceProcess> {
   const args = ['feed', '--node-id', o.nodeId, '--relay', o.relayUrl];
   args.push('--target-bytes', String(o.targetBytes), '--tick-ms', String(o.tickMs));
+  if (o.fastTickMs !== undefined) args.push('--fast-tick-ms', String(o.fastTickMs));
   if (o.law) args.push('--law', o.law);
   args.push('--valkey-client', o.valkey.client, '--valkey-mode', o.valkey.mode);
   args.push('--valkey-nodes', o.valkey.nodes.join(','));

@@ -9,6 +9,7 @@ import { createPidLaw } from '../laws/pid-law.js';
 import type { LawParams } from '../laws/law-params.js';
 import { cgroupSampler, processSampler, prometheusSampler } from './samplers.js';
 import type { Sampler } from './samplers.js';
+import { DEFAULT_FAST_TICK_MS } from './tick-pace.js';
 
 export interface FeedProcessOptions {
   nodeId: string;
@@ -21,6 +22,9 @@ export interface FeedProcessOptions {
   targetBytes?: number;
   targetFraction?: number;
   tickMs: number;
+  /** The tick under pressure (default: 50 ms, or tickMs when that is shorter). */
+  fastTickMs?: number;
+  fastAbove: number;
   law: 'lead' | 'pid';
   acceptableBacklog?: number;
   baseRate?: number;
@@ -89,6 +93,11 @@ export async function runFeed(o: FeedProcessOptions): Promise<() => Promise<void
     o.law === 'pid'
       ? createPidLaw({ ...backlogParams, ...overrides })
       : createLeadLaw({ ...backlogParams, ...overrides });
+  if (o.fastTickMs !== undefined && o.fastTickMs > o.tickMs) {
+    throw new Error(
+      `--fast-tick-ms ${o.fastTickMs} is longer than --tick-ms ${o.tickMs}: the fast tick must not be slower (equal turns it off)`,
+    );
+  }
   const sampler = samplerFor(o);
   const targetBytes = await resolveTarget(o, sampler);
   const log = pino({ base: { service: 'sluice-feed', node: o.nodeId } }, pino.destination(2));
@@ -107,6 +116,8 @@ export async function runFeed(o: FeedProcessOptions): Promise<() => Promise<void
     backlog: o.relay ? relayBacklog(`${o.relay.replace(/\/$/, '')}/stats`) : undefined,
     targetBytes,
     tickMs: o.tickMs,
+    fastTickMs: o.fastTickMs ?? Math.min(DEFAULT_FAST_TICK_MS, o.tickMs),
+    fastAbove: o.fastAbove,
     law: makeLaw({}),
     makeLaw,
     kv: store.kv,
