@@ -192,6 +192,45 @@ describe('lead law under the adaptive pace (500 ms, 50 ms from 0.7 x target)', B
   });
 });
 
+describe('jump term', BOUND, () => {
+  /** m after `ticks` 50 ms samples of 0.76, then the first sample of 0.90. */
+  const afterJump = (params = {}) => {
+    const law = createLeadLaw(params);
+    let t = 0;
+    let before = 1;
+    for (; t < 30; t += 0.05) before = law.step({ t, u: 0.76 }).m;
+    return { before, after: law.step({ t, u: 0.9 }) };
+  };
+
+  it('acts on a spike at the first sample that sees it', () => {
+    const { before, after } = afterJump();
+    assert.equal(before, 0.8);
+    assert.ok(after.uhat >= 0.85 - 1e-9, `uhat ${after.uhat}`);
+    assert.ok(after.m <= 0.5, `m ${after.m}`);
+    // Without it the 1.5 s filter and the slope move m one grid step at most on that sample.
+    const off = afterJump({ jumpU: 1e9 }).after;
+    assert.ok(off.m >= 0.75, `filter alone: m ${off.m}`);
+  });
+
+  it('is never tripped by noise, and a ramp is predicted above its samples anyway', () => {
+    const law = createLeadLaw();
+    let t = 0;
+    let x = 1;
+    for (; t < 60; t += 0.05) {
+      x = (x * 48271) % 2147483647; // a fixed pseudo-random sequence: ±1% around 0.76
+      const u = 0.76 + 0.02 * (x / 2147483647 - 0.5);
+      const out = law.step({ t, u });
+      assert.ok(out.uhat > u - 0.05 + 0.02, `noise reached the jump margin at ${t}`);
+    }
+    const ramp = createLeadLaw();
+    for (t = 0; t < 10; t += 0.05) {
+      const u = 0.5 + 0.04 * t;
+      const out = ramp.step({ t, u });
+      if (t > 5) assert.ok(out.uhat > u, `the prediction leads the ramp at ${t}`);
+    }
+  });
+});
+
 describe('PID comparison law (the relay report’s own) on the same plant', BOUND, () => {
   it('overshoots far more, stays above target, and latches emergency', () => {
     const ours = leadRun.summary;
