@@ -17,8 +17,10 @@ usage: ./scripts/run-all.sh [options]        (no options on a terminal: a menu)
                           leases on) and :cluster (e.g. iovalkey+lease:cluster), comma- or
                           space-separated; or a group: all | standalone | cluster | lease
                           (default all: the three clients without leases, both topologies)
-  --workload W            light | heavy | both | flood | nostr | adaptive | everything,
-                          or a comma list of them (default both)
+  --workload W            light | heavy | both | flood | nostr | adaptive | spike | everything,
+                          or a comma list of them (default both). spike: sluice bench spike
+                          (reaction time and peak memory when a relay's memory jumps, the
+                          feed's fast tick on and off; about four minutes, its own table)
   --duration-mode M       dynamic (120 s up to 100 connections, 180 s above, +30 s for cluster)
                           | fixed30 | fixed120 | custom:N (default dynamic)
   --concurrency "N ..."   connection counts (default "50 100")
@@ -73,7 +75,7 @@ menu() {
   echo "sluice benchmark: choose (Enter keeps the default)"
   echo " 1) quick: every client with and without leases, both topologies, about ten minutes"
   echo " 2) standard: light + heavy, 30 s runs, 50 and 100 connections, 3 runs"
-  echo " 3) full: light + heavy + flood + nostr + adaptive, dynamic durations"
+  echo " 3) full: light + heavy + flood + nostr + adaptive + spike, dynamic durations"
   echo " 4) custom"
   read -r -p "mode [1]: " choice
   case "${choice:-1}" in
@@ -83,7 +85,7 @@ menu() {
     4)
       read -r -p "clients (all|standalone|cluster|lease|list, e.g. iovalkey+lease:cluster) [$clients]: " choice
       clients="${choice:-$clients}"
-      read -r -p "workload (light|heavy|both|flood|nostr|adaptive|everything) [$workload]: " choice
+      read -r -p "workload (light|heavy|both|flood|nostr|adaptive|spike|everything) [$workload]: " choice
       workload="${choice:-$workload}"
       read -r -p "duration mode (dynamic|fixed30|fixed120|custom:N) [$duration_mode]: " choice
       duration_mode="${choice:-$duration_mode}"
@@ -172,9 +174,9 @@ for w in ${workload//,/ }; do
   case "$w" in
     light | heavy | flood | nostr) workloads+=("$w") ;;
     both) workloads+=(light heavy) ;;
-    adaptive) workloads+=(adaptive) ;;
-    everything) workloads+=(light heavy flood nostr adaptive) ;;
-    *) die "--workload: unknown workload '$w' (light, heavy, both, flood, nostr, adaptive, everything)" ;;
+    adaptive | spike) workloads+=("$w") ;;
+    everything) workloads+=(light heavy flood nostr adaptive spike) ;;
+    *) die "--workload: unknown workload '$w' (light, heavy, both, flood, nostr, adaptive, spike, everything)" ;;
   esac
 done
 
@@ -209,6 +211,8 @@ duration_for 50 standalone >/dev/null # validate early
 # Every configuration: "implementation[:cluster] workload connections duration".
 configs=()
 for w in "${workloads[@]}"; do
+  # The spike benchmark is one command of its own, after the runs.
+  [ "$w" = spike ] && continue
   if [ "$w" = adaptive ]; then
     # The pressure-feed scenario once per law, through the first chosen client.
     for law in none pid lead; do
@@ -345,6 +349,7 @@ started_at=$(date +%s)
 for run in $(seq 1 "$runs"); do
   mapfile -t order < <(printf '%s\n' "${configs[@]}" | shuf --random-source=<(yes "$seed-$run"))
   for cfg in "${order[@]}"; do
+    [ -n "$cfg" ] || continue # no configurations (spike alone)
     read -r target wl conn dur <<<"$cfg"
     runs_of=$runs
     if [[ "$wl" == adaptive-* ]]; then
@@ -375,6 +380,14 @@ for run in $(seq 1 "$runs"); do
   done
 done
 say "runs finished in $(( $(date +%s) - started_at ))s; $failed_runs of $total failed (marked in their files and the report)"
+
+if needs spike; then
+  say "spike benchmark (sluice bench spike): fast tick on and off -> $RESULTS_DIR/spike-bench.json"
+  spike_valkey=()
+  [ -n "$valkey_standalone" ] && spike_valkey=(--valkey "$valkey_standalone")
+  "${SLUICE[@]}" bench spike "${spike_valkey[@]}" --out "$RESULTS_DIR" || failed_runs=$((failed_runs + 1))
+fi
+[ "$total" -gt 0 ] || exit $((failed_runs > 0))
 
 say "writing the report"
 .venv/bin/python scripts/generate_report.py "$RESULTS_DIR"
