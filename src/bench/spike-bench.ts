@@ -12,7 +12,7 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { setImmediate, setTimeout as sleep } from 'node:timers/promises';
 import { finalizeEvent, generateSecretKey } from 'nostr-tools/pure';
 import type { ClientKind, NodeAddress } from '../store/index.js';
 import { startInstance, stopInstance } from '../valkey/embedded.js';
@@ -274,16 +274,23 @@ async function runArm(
         `u ${((latest()?.bytes ?? idle) / target).toFixed(2)} after the warm-up`,
     );
 
-    // Pressure already up: a held allocation lifts memory to `level` x target.
-    if (o.level > 0) {
-      const ballast = Math.round(o.level * target - (latest()?.bytes ?? idle));
-      if (ballast > MiB) await spikeRelay(relay.url, ballast, 600_000);
-    }
+    // Pressure already up: held allocations lift memory to `level` x target, first to 0.1
+    // below it (the relay's heap keeps growing under the writes for a while), then topped up
+    // before each trial, so that every arm starts its trials from the same level.
+    const lift = async (to: number) => {
+      const gap = Math.round(to * target - (latest()?.bytes ?? idle));
+      if (gap > 0.02 * target) await spikeRelay(relay.url, gap, 600_000);
+    };
+    if (o.level > 0) await lift(o.level - 0.1);
     const trials: Trial[] = [];
     for (let i = 0; i < o.trials; i++) {
-      await settle(series, target, o.level, 20_000);
       // Signed before the clock starts: signing 120 KiB events takes the load generator time.
-      const pools = variant === 'burst' ? burstPools(o, quotaPerSec, event) : [];
+      const pools = variant === 'burst' ? await burstPools(o, quotaPerSec, event) : [];
+      await settle(series, target, o.level, 20_000);
+      if (o.level > 0) {
+        await lift(o.level);
+        await settle(series, target, o.level, 20_000);
+      }
       const at = latest()!;
       const tickBeforeMs = (await feedCounters(feedMetrics)).tickMs;
       const startT = performance.now();
@@ -368,10 +375,13 @@ async function settle(
   level: number,
   deadlineMs: number,
 ): Promise<void> {
-  const deadline = performance.now() + deadlineMs;
+  const from = performance.now();
+  const deadline = from + deadlineMs;
   while (performance.now() < deadline) {
     await sleep(200);
     const now = performance.now();
+    // Only what was seen since the call: a lift just made has not moved m yet.
+    if (now - from < 2500) continue;
     const recent = series.filter((s) => s.t >= now - 2500);
     if (recent.length < 25) continue;
     const steady = recent.every((s) => s.m.join() === recent[0]!.m.join());
@@ -382,17 +392,28 @@ async function settle(
 
 const BURST_WRITERS = 6;
 
-/** Enough signed large events for a burst at the full quota, one pool per writer. */
-function burstPools(
+/**
+ * Enough signed large events for a burst at the full quota, one pool per writer. Signed one
+ * at a time with a turn of the event loop in between: seconds of signing in one go would
+ * stall the steady writers' requests (the gateway answers a request that stalls 408).
+ */
+async function burstPools(
   o: SpikeBenchOptions,
   quotaPerSec: number,
   event: (content: string) => string,
-): string[][] {
+): Promise<string[][]> {
   const content = 'y'.repeat(o.burstContentBytes);
   const perWriter = Math.ceil((quotaPerSec * o.burstSec) / BURST_WRITERS) + 1;
-  return Array.from({ length: BURST_WRITERS }, () =>
-    Array.from({ length: perWriter }, () => event(content)),
-  );
+  const pools: string[][] = [];
+  for (let w = 0; w < BURST_WRITERS; w++) {
+    const pool: string[] = [];
+    for (let i = 0; i < perWriter; i++) {
+      pool.push(event(content));
+      await setImmediate();
+    }
+    pools.push(pool);
+  }
+  return pools;
 }
 
 /** Large events as fast as the gateways take them for burstSec (closed loop, six writers). */
