@@ -3,6 +3,7 @@ import type { Identity } from '../quota/policy.js';
 import type { ConnectionFacts } from './admission.js';
 import { challengeIn, newConnectionAuth } from './connection-auth.js';
 import type { GatewayContext } from './context.js';
+import type { Drainable } from './ws-drain.js';
 
 /** Who is on the other end of a client connection, fixed at connect. */
 export interface ConnectionInfo {
@@ -22,6 +23,8 @@ const MAX_AWAITING_OK = 1024;
 const CLOSED_HEAD = /^\s*\[\s*"CLOSED"\s*,/;
 /** The head of a relay's EVENT (most of what a relay sends): nothing in it to follow. */
 const EVENT_HEAD = /^\s*\[\s*"EVENT"/;
+/** The head of a client's EVENT or AUTH, which the relay answers with an OK. */
+const ANSWERED_HEAD = /^\s*\[\s*"(?:EVENT|AUTH)"/;
 /** The head of a relay's OK: `["OK","<id>",true|false,"<message>`, compact or spaced. */
 const OK_HEAD = /^\s*\[\s*"OK"\s*,\s*"([0-9a-f]{64})"\s*,\s*(true|false)\s*,\s*"(duplicate:)?/;
 
@@ -41,7 +44,7 @@ export function relayableCloseCode(code: number): number {
  * order (a queue, so a REQ never overtakes the EVENT before it); relay frames pass untouched.
  * Every EVENT is answered once: by the relay when forwarded, by the gateway when not.
  */
-export class ProxiedConnection {
+export class ProxiedConnection implements Drainable {
   private readonly queue: { data: RawData; isBinary: boolean }[] = [];
   private draining = false;
   private pausedForQueue = false;
@@ -55,6 +58,14 @@ export class ProxiedConnection {
   private readonly facts: ConnectionFacts;
   /** Forwarded event id -> the author to charge, and how much, when the relay accepts it. */
   private readonly awaitingOk = new Map<string, { author: Identity; cost: number }>();
+  /**
+   * EVENTs and AUTHs forwarded and not yet answered by an OK (counted only under
+   * pressure.drain, whose moves wait for them): a connection is moved once this is 0.
+   */
+  private inFlight = 0;
+  private readonly countsInFlight: boolean;
+  /** Chosen by the drainer: not read from, closed 1013 once nothing of it is in flight. */
+  private leavingAs: { notice: string; reason: string; timer: NodeJS.Timeout } | undefined;
 
   constructor(
     private readonly client: WebSocket,
@@ -68,13 +79,19 @@ export class ProxiedConnection {
     const max = ctx.config.limits.maxBufferedBytesPerClient;
     const high = Math.min(HIGH_WATER, Math.floor(max / 2));
     this.clientBound = { high, low: Math.floor(high / 4), max };
+    this.countsInFlight = ctx.config.pressure.drain.enabled;
     client.on('message', (data, isBinary) => this.enqueue(data, isBinary));
     upstream.on('message', (data, isBinary) => {
-      const follow = this.awaitingOk.size > 0 || this.facts.subscriptions?.size || this.facts.auth;
+      const follow =
+        this.awaitingOk.size > 0 ||
+        this.inFlight > 0 ||
+        this.facts.subscriptions?.size ||
+        this.facts.auth;
       if (!isBinary && follow) {
         this.observe(toBuffer(data));
       }
       this.toClient(data, isBinary);
+      if (this.leavingAs) this.leaveIfSettled();
     });
     client.on('close', (code) =>
       this.closeBoth(relayableCloseCode(code), 'client closed', 'client'),
@@ -91,7 +108,53 @@ export class ProxiedConnection {
     this.closeBoth(code, reason, 'gateway');
   }
 
+  get nodeId(): string {
+    return this.info.nodeId;
+  }
+
+  get idle(): boolean {
+    return (
+      this.queue.length === 0 && !this.draining && this.inFlight === 0 && this.awaitingOk.size === 0
+    );
+  }
+
+  get leaving(): boolean {
+    return this.leavingAs !== undefined;
+  }
+
+  /**
+   * Move this client to another node (pressure.drain): stop reading from it, let what it
+   * already sent be decided and answered (at most settleMs), then a NOTICE and a close 1013.
+   * What it sends meanwhile stays unread: no OK for it, so a client resends it elsewhere.
+   */
+  leave(notice: string, reason: string): void {
+    if (this.closed || this.leavingAs) return;
+    const timer = setTimeout(
+      () => this.finishLeaving(),
+      this.ctx.config.pressure.drain.settleMs,
+    ).unref();
+    this.leavingAs = { notice, reason, timer };
+    this.client.pause();
+    this.leaveIfSettled();
+  }
+
+  private leaveIfSettled(): void {
+    if (this.idle) this.finishLeaving();
+  }
+
+  private finishLeaving(): void {
+    const leaving = this.leavingAs;
+    if (!leaving || this.closed) return;
+    clearTimeout(leaving.timer);
+    this.send(['NOTICE', leaving.notice]);
+    this.closeBoth(1013, leaving.reason, 'gateway');
+    // Read again, or the client's answering close frame would sit unread and the closing
+    // handshake would last until ws's timeout; nothing read now is decided (closed).
+    this.client.resume();
+  }
+
   private enqueue(data: RawData, isBinary: boolean): void {
+    if (this.closed) return;
     this.queue.push({ data, isBinary });
     if (this.queue.length >= this.ctx.config.limits.maxQueuedFrames && !this.pausedForQueue) {
       this.pausedForQueue = true;
@@ -117,12 +180,18 @@ export class ProxiedConnection {
       }
     }
     this.draining = false;
+    if (this.leavingAs) this.leaveIfSettled();
   }
 
   private async handle(data: Buffer, isBinary: boolean): Promise<void> {
     const verdict = await this.ctx.admission.frame(this.facts, data, isBinary);
     if (verdict.chargeOnAccept) this.awaitOk(verdict.chargeOnAccept);
-    if (verdict.forward) this.toUpstream(data);
+    if (verdict.forward) {
+      if (this.countsInFlight && ANSWERED_HEAD.test(data.toString('latin1', 0, 16))) {
+        this.inFlight++;
+      }
+      this.toUpstream(data);
+    }
     if (verdict.reply) this.send(verdict.reply);
     if (verdict.close) {
       this.ctx.metrics.frames.inc({ type: 'CLOSED_FOR_POLICY' });
@@ -159,6 +228,7 @@ export class ProxiedConnection {
     }
     const head = OK_HEAD.exec(start);
     if (!head) return;
+    if (this.inFlight > 0) this.inFlight--;
     const authPubkey = auth?.pending.get(head[1]!);
     if (authPubkey !== undefined) {
       auth!.pending.delete(head[1]!);
@@ -243,6 +313,7 @@ export class ProxiedConnection {
   }
 
   private resumeClientIfFree(): void {
+    if (this.leavingAs) return;
     if (!this.pausedForQueue && !this.pausedForUpstream && !this.pausedForClient) {
       this.client.resume();
     }
@@ -256,6 +327,7 @@ export class ProxiedConnection {
   private closeBoth(code: number, reason: string, initiator: string): void {
     if (this.closed) return;
     this.closed = true;
+    clearTimeout(this.leavingAs?.timer);
     this.queue.length = 0;
     this.awaitingOk.clear();
     for (const [name, ws] of [
