@@ -350,7 +350,7 @@ bar() { # done total
   printf '[%s%s] %d/%d' "$(printf '%*s' "$filled" '' | tr ' ' '#')" \
     "$(printf '%*s' $((width - filled)) '' | tr ' ' '-')" "$1" "$2"
 }
-say "${#configs[@]} configurations, $runs runs each (adaptive: one per law) = $total runs -> $RESULTS_DIR"
+[ "$total" -eq 0 ] || say "${#configs[@]} configurations, $runs runs each (adaptive: one per law) = $total runs -> $RESULTS_DIR"
 started_at=$(date +%s)
 for run in $(seq 1 "$runs"); do
   mapfile -t order < <(printf '%s\n' "${configs[@]}" | shuf --random-source=<(yes "$seed-$run"))
@@ -385,7 +385,7 @@ for run in $(seq 1 "$runs"); do
     [ "$rc" -eq 0 ] || failed_runs=$((failed_runs + 1))
   done
 done
-say "runs finished in $(( $(date +%s) - started_at ))s; $failed_runs of $total failed (marked in their files and the report)"
+[ "$total" -eq 0 ] || say "runs finished in $(( $(date +%s) - started_at ))s; $failed_runs of $total failed (marked in their files and the report)"
 
 fleet_failed=0
 if needs fleet; then
