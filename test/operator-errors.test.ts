@@ -126,6 +126,33 @@ describe('when it will not start', { timeout: 60_000 }, () => {
   });
 });
 
+describe('a feed whose memory source is not there', { timeout: 60_000 }, () => {
+  it('names the source and what to give instead', () => {
+    // A process id that cannot be running: above the kernel's pid_max (at most 2^22).
+    const r = sluice(
+      [
+        'feed',
+        '--node-id',
+        'relay-a',
+        '--pid',
+        String(2 ** 23),
+        '--target-bytes',
+        '1GiB',
+        '--valkey-client',
+        'iovalkey',
+        '--valkey-nodes',
+        valkey().join(','),
+      ],
+      env(),
+    );
+    assert.equal(r.status, 1);
+    assert.match(
+      refusal(r.stderr),
+      /cannot read \/proc\/8388608\/status: .*: give --pid the id of the relay's running process/,
+    );
+  });
+});
+
 describe('when a reload is refused', { timeout: 60_000 }, () => {
   it('names the key at fault and the fix in one log line, and keeps serving', async () => {
     const gw = await startGateway(
