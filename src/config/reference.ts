@@ -108,10 +108,16 @@ export function typeOf(s: Json): string {
       if (s.format === 'starts_with') return 'path (starts with /)';
       if (s.pattern) return `string matching \`${s.pattern}\``;
       return s.minLength ? `string of ${s.minLength}+ characters` : 'string';
-    case 'array':
-      return `list of ${s.items ? typeOf(s.items) : 'values'}${s.minItems ? ` (at least ${s.minItems})` : ''}`;
+    case 'array': {
+      const least = s.minItems ? `at least ${s.minItems}` : '';
+      if (hasKeys(s.items)) return `list of objects (${least ? `${least}, ` : ''}keys below)`;
+      return `list of ${s.items ? typeOf(s.items) : 'values'}${least ? ` (${least})` : ''}`;
+    }
     case 'object':
-      if (isMap(s)) return `map of name to ${typeOf(s.additionalProperties as Json)}`;
+      if (isMap(s)) {
+        const value = s.additionalProperties as Json;
+        return `map of name to ${hasKeys(value) ? 'object (keys below)' : typeOf(value)}`;
+      }
       return 'section';
     case 'boolean':
       return 'true or false';
