@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { PRESSURE_CHANNEL, decodeReport, pressureKey } from '../src/pressure/report.js';
@@ -11,6 +12,13 @@ import { sluice } from './helpers/cli.js';
 import { matrix, nodesFor, storeOptions } from './helpers/env.js';
 import { spawnSluice, startFeed, startRelay } from './helpers/processes.js';
 import type { RelayProcess } from './helpers/processes.js';
+
+const MiB = 1024 * 1024;
+const FIXTURES = path.resolve(import.meta.dirname, '../../test/fixtures');
+const valkeyNodes = () =>
+  nodesFor('standalone')
+    .map((n) => `${n.host}:${n.port}`)
+    .join(',');
 
 /** Wait until `key` is gone (its lease lapsed), failing with its value after `timeoutMs`. */
 async function untilGone(store: Store, key: string, why: string, timeoutMs = 5000) {
@@ -151,5 +159,62 @@ describe('sluice feed', { timeout: 120_000 }, () => {
     const res = sluice(['feed', '--node-id', 'x', '--target-bytes', '1GiB'], process.env);
     assert.notEqual(res.status, 0);
     assert.match(res.stderr, /exactly one source/);
+  });
+
+  it("--cgroup with --target-fraction: u is the reading over that share of the group's limit", async () => {
+    const node = `fed-cgroup-${Date.now()}`;
+    const store = await createStore(storeOptions('ioredis', 'standalone'));
+    try {
+      // A real v1 group's files (limit 160 MiB, 41598976 bytes in use, no inactive file).
+      const feed = await spawnSluice([
+        'feed',
+        '--node-id',
+        node,
+        '--cgroup',
+        path.join(FIXTURES, 'cgroup-v1/oom-killed'),
+        '--target-fraction',
+        '0.5',
+        '--tick-ms',
+        '200',
+        '--valkey-client',
+        'ioredis',
+        '--valkey-nodes',
+        valkeyNodes(),
+      ]);
+      try {
+        const report = decodeReport(await store.kv.get(pressureKey(node)));
+        assert.ok(report, 'published');
+        assert.ok(Math.abs(report.u - 41598976 / (80 * MiB)) < 1e-9, `u ${report.u}`);
+      } finally {
+        assert.equal(await feed.stop(), 0);
+      }
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('asks for exactly one target, and a fraction only of a cgroup with a limit', () => {
+    const feed = (...args: string[]) =>
+      sluice(['feed', '--node-id', 'x', '--valkey-nodes', valkeyNodes(), ...args], process.env);
+    const v1 = path.join(FIXTURES, 'cgroup-v1/oom-killed');
+    const cases: [string[], RegExp][] = [
+      [['--cgroup', v1], /exactly one target: --target-bytes or --target-fraction/],
+      [
+        ['--cgroup', v1, '--target-bytes', '1GiB', '--target-fraction', '0.5'],
+        /exactly one target/,
+      ],
+      [['--pid', String(process.pid), '--target-fraction', '0.5'], /give it with --cgroup/],
+      [['--cgroup', v1, '--target-fraction', '0'], /not a fraction of the limit/],
+      [['--cgroup', v1, '--target-fraction', '1.5'], /not a fraction of the limit/],
+      [
+        ['--cgroup', path.join(FIXTURES, 'cgroup-v2/unlimited'), '--target-fraction', '0.8'],
+        /has no memory limit.*give --target-bytes/,
+      ],
+    ];
+    for (const [args, expected] of cases) {
+      const res = feed(...args);
+      assert.notEqual(res.status, 0, args.join(' '));
+      assert.match(res.stderr, expected, args.join(' '));
+    }
   });
 });
