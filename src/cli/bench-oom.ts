@@ -1,10 +1,20 @@
 import { InvalidArgumentError, Option } from 'commander';
 import type { Command } from 'commander';
+import { FLOOD_SHAPES, PROBE_WORKLOADS } from '../bench/oom/names.js';
 import { RELAY_IMPLS } from '../bench/run/config.js';
 import type { RelayImpl } from '../bench/run/config.js';
+import type { ProbeWorkload } from '../bench/oom/names.js';
 import { CLIENT_KINDS, TOPOLOGIES } from '../store/options.js';
 import type { ClientKind, Topology } from '../store/options.js';
 import { list, parseBytes, positiveInt, positiveNumber } from './flags.js';
+
+/**
+ * nostr-rs-relay has no drain to set: its working set rises with the bytes written and falls
+ * back about every 30 s (oom-probe); at 1.5 MiB/s of 32 KiB events its peaks sit at about
+ * idle + 64 MiB, the target.
+ */
+const NOSTR_RS_RELAY_SUSTAINABLE_BYTES = 1.5 * 1024 * 1024;
+const NOSTR_RS_RELAY_SUSTAINABLE_TEXT = '1.5 MiB/s';
 
 interface OomFlags {
   valkey: string;
@@ -16,6 +26,7 @@ interface OomFlags {
   duration: number;
   calm: number;
   drain: number;
+  sustainable?: number;
   eventBytes: number;
   limitHeadroom: number;
   targetHeadroom: number;
@@ -72,13 +83,18 @@ export function registerOomBench(bench: Command): void {
       'pid',
       'lead',
     ])
-    .option('--floods <list>', 'heavy, spam', choicesOf(['heavy', 'spam'], '--floods'), [
-      'heavy',
-      'spam',
+    .option('--floods <list>', FLOOD_SHAPES.join(', '), choicesOf(FLOOD_SHAPES, '--floods'), [
+      ...FLOOD_SHAPES,
     ])
     .option('--duration <s>', 'seconds of flood per arm', positiveInt, 80)
     .option('--calm <s>', 'seconds at half the sustainable rate first', positiveInt, 10)
     .option('--drain <bytes>', "the reference relay's drain per second", parseBytes, 1024 * 1024)
+    .option(
+      '--sustainable <bytes>',
+      'event bytes per second the relay takes while at its target (default: the drain for the ' +
+        `reference relay; ${NOSTR_RS_RELAY_SUSTAINABLE_TEXT} for nostr-rs-relay, from oom-probe)`,
+      parseBytes,
+    )
     .option('--event-bytes <bytes>', 'content bytes of each event', parseBytes, 32 * 1024)
     .option(
       '--limit-headroom <bytes>',
@@ -145,6 +161,9 @@ export function registerOomBench(bench: Command): void {
             },
             cgroupParent: flags.cgroupParent,
             drainBytesPerSec: flags.drain,
+            sustainableBytesPerSec:
+              flags.sustainable ??
+              (relayImpl === 'reference' ? flags.drain : NOSTR_RS_RELAY_SUSTAINABLE_BYTES),
             contentBytes: flags.eventBytes,
             limitHeadroomBytes: flags.limitHeadroom,
             targetHeadroomBytes: flags.targetHeadroom,
@@ -172,5 +191,92 @@ export function registerOomBench(bench: Command): void {
         }
         throw err;
       }
+    });
+}
+
+interface ProbeFlags {
+  relayImpl: string;
+  workloads: string[];
+  seconds: number;
+  quiet: number;
+  slowReaders: number;
+  rate?: number;
+  drain: number;
+  cgroupParent?: string;
+  outDir?: string;
+}
+
+/** `sluice bench oom-probe`: what moves a relay's memory at all, before any arm is run. */
+export function registerOomProbe(bench: Command): void {
+  bench
+    .command('oom-probe')
+    .description(
+      "whether a relay's memory (its cgroup's usage less inactive file pages) responds to " +
+        'write load, and to what: many small events, large events, large events fanned out ' +
+        'to subscribers that never read; each on a fresh relay in a fresh group with no limit',
+    )
+    .addOption(
+      new Option('--relay-impl <name>', 'the relay').choices(RELAY_IMPLS).default('nostr-rs-relay'),
+    )
+    .option(
+      '--workloads <list>',
+      PROBE_WORKLOADS.join(', '),
+      choicesOf(PROBE_WORKLOADS, '--workloads'),
+      [...PROBE_WORKLOADS],
+    )
+    .option('--seconds <s>', 'seconds of load per workload', positiveInt, 30)
+    .option('--quiet <s>', 'seconds without load before the last reading', positiveInt, 10)
+    .option('--slow-readers <n>', 'subscribers that never read', positiveInt, 20)
+    .option('--rate <n>', "offered EVENTs per second (default: each workload's own)", positiveInt)
+    .option('--drain <bytes>', "the reference relay's drain per second", parseBytes, 1024 * 1024)
+    .option('--cgroup-parent <dir>', "where the groups are made (default: this process's own)")
+    .option('--out-dir <dir>', 'results directory (default results/<timestamp>)')
+    .action(async (flags: ProbeFlags) => {
+      const { CgroupUnavailableError } = await import('../bench/oom/cgroup.js');
+      const probe = await import('../bench/oom/probe.js');
+      const { checkCgroup, relayFactory } = await import('../bench/oom/oom-bench.js');
+      const { defaultResultsDir, writeResult } = await import('../bench/results.js');
+      const log = (line: string) => console.error(line);
+      try {
+        await checkCgroup(flags.cgroupParent);
+      } catch (err) {
+        if (err instanceof CgroupUnavailableError) {
+          console.error(
+            `sluice bench oom-probe: cannot run without a memory cgroup: ${err.message}`,
+          );
+          process.exitCode = 1;
+          return;
+        }
+        throw err;
+      }
+      const relayImpl = flags.relayImpl as RelayImpl;
+      const makeRelay = relayFactory(relayImpl, flags.drain, 512 * 1024, log);
+      const results = [];
+      for (const w of flags.workloads as ProbeWorkload[]) {
+        results.push(
+          await probe.runProbe(w, {
+            makeRelay,
+            seconds: flags.seconds,
+            quietSec: flags.quiet,
+            slowReaders: flags.slowReaders,
+            rate: flags.rate,
+            cgroupParent: flags.cgroupParent,
+            log,
+          }),
+        );
+      }
+      const table = probe.probeTable(relayImpl, results, flags.quiet);
+      const file = writeResult(
+        flags.outDir ?? defaultResultsDir(),
+        `oom-probe-${relayImpl}.json`,
+        'oom-probe',
+        {
+          command: `sluice ${process.argv.slice(2).join(' ')}`,
+          relayImpl,
+          results,
+        },
+      );
+      console.log(table);
+      console.log(`\nresults: ${file}`);
     });
 }

@@ -3,7 +3,7 @@ import { registerBenchRun, registerRelayInstall } from './bench-run.js';
 import { registerPeer } from './bench-peer.js';
 import { registerBenchVerify } from './bench-verify.js';
 import { registerClientsBench } from './bench-clients.js';
-import { registerOomBench } from './bench-oom.js';
+import { registerOomBench, registerOomProbe } from './bench-oom.js';
 import { InvalidArgumentError } from 'commander';
 import { collect, positiveInt } from './flags.js';
 
@@ -17,6 +17,7 @@ export function registerBench(program: Command): void {
   registerBenchVerify(bench);
   registerClientsBench(bench);
   registerOomBench(bench);
+  registerOomProbe(bench);
   bench
     .command('simulate')
     .description('the three variants on the simulated relay plant (deterministic, instant)')

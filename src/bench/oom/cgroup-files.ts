@@ -14,6 +14,8 @@ export const MEMORY_FILES = {
     limit: 'memory.limit_in_bytes',
     stat: 'memory.stat',
     inactiveFile: 'total_inactive_file',
+    activeFile: 'total_active_file',
+    anon: 'total_rss',
     kills: 'memory.oom_control',
     peak: 'memory.max_usage_in_bytes',
   },
@@ -22,6 +24,8 @@ export const MEMORY_FILES = {
     limit: 'memory.max',
     stat: 'memory.stat',
     inactiveFile: 'inactive_file',
+    activeFile: 'active_file',
+    anon: 'anon',
     kills: 'memory.events',
     peak: 'memory.peak',
   },
@@ -116,6 +120,9 @@ export interface WorkingSet {
   inactiveFileBytes: number;
   /** Usage less inactive file pages: what the kernel cannot take back without a kill. */
   workingSetBytes: number;
+  /** Of the working set: anonymous memory (the heap), and file pages in active use. */
+  anonBytes: number;
+  activeFileBytes: number;
 }
 
 export function workingSet(
@@ -124,10 +131,14 @@ export function workingSet(
   statText: string,
 ): WorkingSet {
   const usageBytes = Number(usageText.trim());
-  const inactiveFileBytes = parseKeyValues(statText)[MEMORY_FILES[version].inactiveFile] ?? 0;
+  const stat = parseKeyValues(statText);
+  const files = MEMORY_FILES[version];
+  const inactiveFileBytes = stat[files.inactiveFile] ?? 0;
   return {
     usageBytes,
     inactiveFileBytes,
     workingSetBytes: Math.max(0, usageBytes - inactiveFileBytes),
+    anonBytes: stat[files.anon] ?? 0,
+    activeFileBytes: stat[files.activeFile] ?? 0,
   };
 }

@@ -7,11 +7,13 @@
  * Two shapes: `heavy`, one identity far over the relay's drain (its quota 3 x the sustainable
  * rate), and `spam`, many identities each far under its quota, adding up to the same flood.
  */
+import { randomBytes } from 'node:crypto';
 import { initNostrWasm } from 'nostr-wasm';
 import { authorKey } from '../run/fresh-events.js';
 
-export type FloodShape = 'heavy' | 'spam';
-export const FLOOD_SHAPES: readonly FloodShape[] = ['heavy', 'spam'];
+import type { FloodShape } from './names.js';
+
+export type { FloodShape };
 
 /** How a write ended, as a client sees it. */
 export type Outcome =
@@ -96,6 +98,9 @@ export class Flood {
   readonly acked: Acked[] = [];
   private inFlight = 0;
   private next = 0;
+  /** Events signed: each gets its own counter tag, so no two share an id. */
+  private signed = 0;
+  private readonly nonce = randomBytes(4).toString('hex');
   private readonly keys = new Map<number, Uint8Array>();
   private readonly content: string;
   private t0 = performance.now();
@@ -140,7 +145,7 @@ export class Flood {
     const event = {
       kind: 1,
       created_at: Math.floor(Date.now() / 1000),
-      tags: [['n', String(this.next)]],
+      tags: [['n', `${this.nonce}-${this.signed++}`]],
       content: this.content,
       pubkey: '',
       id: '',

@@ -14,9 +14,9 @@ import type { FloodShape, FloodTransport } from './flood.js';
 import { runArm } from './oom-arm.js';
 import type { ArmResult, OomScenario } from './oom-arm.js';
 import type { OomRelay } from './relays.js';
-import { referenceRelay } from './relays.js';
+import { nostrRsRelay, referenceRelay } from './relays.js';
 import { allMet, markdownTable, targetsOf } from './summary.js';
-import { httpTransport } from './transports.js';
+import { httpTransport, wsTransport } from './transports.js';
 
 export interface OomBenchOptions {
   relayImpl: RelayImpl;
@@ -25,6 +25,11 @@ export interface OomBenchOptions {
   valkey: AdaptiveValkey;
   cgroupParent?: string;
   drainBytesPerSec: number;
+  /**
+   * Bytes of events per second the relay takes while staying at its target: the reference
+   * relay's drain; for nostr-rs-relay, measured with oom-probe.
+   */
+  sustainableBytesPerSec: number;
   contentBytes: number;
   limitHeadroomBytes: number;
   targetHeadroomBytes: number;
@@ -47,6 +52,19 @@ export async function checkCgroup(parent?: string): Promise<{ version: 1 | 2; pa
   return { version: group.version, parent: path.dirname(group.dir) };
 }
 
+/** A fresh relay of `impl` per arm (its own port and data). */
+export function relayFactory(
+  impl: RelayImpl,
+  drainBytesPerSec: number,
+  maxEventBytes: number,
+  log: (line: string) => void,
+): () => Promise<OomRelay> {
+  const env = { ...process.env };
+  return impl === 'reference'
+    ? () => referenceRelay({ drainBytesPerSec, maxEventBytes, env })
+    : () => nostrRsRelay({ env, log });
+}
+
 export async function runOomBench(
   o: OomBenchOptions,
   log: (line: string) => void,
@@ -55,7 +73,7 @@ export async function runOomBench(
   const where = await checkCgroup(o.cgroupParent);
   log(`memory cgroups: v${where.version}, under ${where.parent}`);
   const eventBytes = await Flood.storedBytes(o.contentBytes);
-  const sustainablePerSec = o.drainBytesPerSec / eventBytes;
+  const sustainablePerSec = o.sustainableBytesPerSec / eventBytes;
   const scenario: OomScenario = {
     limitHeadroomBytes: o.limitHeadroomBytes,
     targetHeadroomBytes: o.targetHeadroomBytes,
@@ -75,14 +93,14 @@ export async function runOomBench(
     maxInFlight: 1024,
   };
   const env = { ...process.env };
-  const makeRelay = (): Promise<OomRelay> =>
-    referenceRelay({
-      drainBytesPerSec: o.drainBytesPerSec,
-      maxEventBytes: Math.max(128 * 1024, 2 * eventBytes),
-      env,
-    });
+  const makeRelay = relayFactory(
+    o.relayImpl,
+    o.drainBytesPerSec,
+    Math.max(128 * 1024, 2 * eventBytes),
+    log,
+  );
   const transportFor = (urls: string[], shape: FloodShape): FloodTransport =>
-    httpTransport(urls, shape);
+    o.relayImpl === 'reference' ? httpTransport(urls, shape) : wsTransport(urls, shape);
   const results: ArmResult[] = [];
   for (const shape of o.floods) {
     for (const variant of o.variants) {

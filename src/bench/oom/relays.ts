@@ -10,6 +10,8 @@ import { freeLoopbackPort } from '../../harness/ports.js';
 import { startRelay } from '../../harness/processes.js';
 import type { ProcessExit } from '../../harness/processes.js';
 import type { RelayImpl } from '../run/config.js';
+import { NOSTR_RS_RELAY_VERSION, startNostrRsRelay } from '../run/third-party-relay.js';
+import { WebSocket } from 'ws';
 
 export interface RelayUnderTest {
   pid: number;
@@ -91,5 +93,79 @@ export async function referenceRelay(o: {
     },
     readBack: readBackHttp,
     dispose: () => rmSync(dataDir, { recursive: true, force: true }),
+  };
+}
+
+/** Ids per read-back REQ. */
+const REQ_BATCH = 200;
+
+/** The ids of `ids` a Nostr relay returns to REQ {ids} (each REQ answered up to its EOSE). */
+export async function readBackNostr(wsUrl: string, ids: string[]): Promise<Set<string>> {
+  const found = new Set<string>();
+  const ws = new WebSocket(wsUrl, { perMessageDeflate: false, handshakeTimeout: 10_000 });
+  await new Promise<void>((resolve, reject) => {
+    ws.once('open', () => resolve());
+    ws.once('error', reject);
+  });
+  try {
+    for (let i = 0; i < ids.length; i += REQ_BATCH) {
+      const batch = ids.slice(i, i + REQ_BATCH);
+      const sub = `readback-${i}`;
+      await new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`read-back: no EOSE for ${sub}`)), 60_000);
+        const onMessage = (data: Buffer) => {
+          const msg = JSON.parse(data.toString('utf8')) as unknown[];
+          if (msg[1] !== sub) return;
+          if (msg[0] === 'EVENT') found.add((msg[2] as { id: string }).id);
+          else if (msg[0] === 'EOSE' || msg[0] === 'CLOSED') {
+            clearTimeout(timer);
+            ws.off('message', onMessage);
+            if (msg[0] === 'CLOSED')
+              reject(new Error(`read-back: ${sub} closed: ${String(msg[2])}`));
+            else resolve();
+          }
+        };
+        ws.on('message', onMessage);
+        ws.send(JSON.stringify(['REQ', sub, { ids: batch, limit: batch.length }]));
+      });
+      ws.send(JSON.stringify(['CLOSE', sub]));
+    }
+  } finally {
+    ws.terminate();
+  }
+  return found;
+}
+
+/** nostr-rs-relay (built and cached on first use), with its SQLite in its own directory. */
+export async function nostrRsRelay(o: {
+  env: NodeJS.ProcessEnv;
+  log: (line: string) => void;
+}): Promise<OomRelay> {
+  const workDir = mkdtempSync(path.join(os.tmpdir(), 'sluice-oom-nostr-rs-relay-'));
+  const port = await freeLoopbackPort();
+  return {
+    impl: 'nostr-rs-relay',
+    nodeId: `nostr-rs-relay-${NOSTR_RS_RELAY_VERSION}`,
+    transport: 'websocket',
+    // nostr-rs-relay has no /healthz: its root answers a plain GET with 200.
+    gatewayExtra: { healthCheck: { path: '/' } },
+    async start(procsFile) {
+      const relay = await startNostrRsRelay(workDir, o.log, o.env, {
+        port,
+        cgroupProcs: procsFile,
+      });
+      return {
+        pid: relay.pid,
+        url: relay.url,
+        exited: relay.exited,
+        stop: async () => {
+          await relay.stop();
+          return relay.exited;
+        },
+        output: () => relay.output(),
+      };
+    },
+    readBack: (url, ids) => readBackNostr(url.replace(/^http/, 'ws'), ids),
+    dispose: () => rmSync(workDir, { recursive: true, force: true }),
   };
 }
