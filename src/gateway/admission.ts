@@ -1,5 +1,6 @@
 import type { Event } from 'nostr-tools/pure';
 import type { QuotaDecision } from '../quota/decider.js';
+import { NODE_BUDGET_POLICY } from '../quota/node-budget.js';
 import { SHADOW_LOG_INTERVAL_MS, shadowed } from '../quota/shadow.js';
 import { boundIdentityKeys, identityKeys } from '../quota/identity-keys.js';
 import { makeIdentity, resolveIdentity } from '../quota/policy.js';
@@ -97,8 +98,9 @@ function problemOf(status: number, type: string, title: string, detail: string):
  *
  * Checks run from cheapest to dearest, and work is charged before it is done: the frame
  * rate of the source address (memory), parsing with size bounds, the sender's quota (the API
- * key it presented, else its address), signature verification, and last the verified
- * author's quota, which only events not seen before pay: a replay is answered `duplicate:`.
+ * key it presented, else its address), signature verification, the verified author's
+ * quota, which only events not seen before pay (a replay is answered `duplicate:`), and last,
+ * while the node is under pressure, the node's write budget, once per write.
  */
 export class Admission {
   /** Frames per source address in the current second, for the most recent addresses. */
@@ -170,12 +172,23 @@ export class Admission {
     });
     if (!decided) return { action: 'forward', node, target, headers: {} };
     const decision = this.judged(decided, identity, cls, node.id);
-    const headers = rateLimitHeaders(decision, ctx.config.quotas.headers);
-    if (decision.admitted) return { action: 'forward', node, target, headers };
+    // The node's budget only once the client's own cap admitted the write: the heaviest
+    // writers are refused by their caps and never draw on what the node takes from everyone.
+    const pending = decision.admitted
+      ? this.nodeBudget(identity, facts.ip, cls, cost, node.id)
+      : null;
+    const nodeDecision = pending ? await pending : null;
+    const headers = rateLimitHeaders(
+      decision,
+      ctx.config.quotas.headers,
+      nodeDecision ?? undefined,
+    );
+    const refusal = decision.admitted ? nodeDecision : decision;
+    if (!refusal || refusal.admitted) return { action: 'forward', node, target, headers };
     // A quota store failure in fail-closed mode is our problem, not the client's: 503, never 429.
-    return decision.outcome === 'error'
+    return refusal.outcome === 'error'
       ? answer(storeUnavailableProblem(), { 'retry-after': '1' })
-      : answer(quotaProblem(decision), headers);
+      : answer(quotaProblem(refusal), headers);
   }
 
   async frame(conn: ConnectionFacts, data: Buffer, isBinary: boolean): Promise<FrameVerdict> {
@@ -286,15 +299,20 @@ export class Admission {
     }
     const refusedSender = await this.charge(sender, conn, 'write', cost);
     if (refusedSender !== undefined) return notOk(refusedSender);
+    // Last, once every per-client charge admitted the event: the node's write budget.
+    const withinBudget = async (): Promise<FrameVerdict> => {
+      const refused = await this.nodeBudgetRefusal(sender, conn, cost);
+      return refused === undefined ? FORWARD : notOk(refused);
+    };
     const quotasOn = ctx.config.quotas.enabled;
     if (nostr.verify === 'relay' && quotasOn && identity.order.includes('pubkey')) {
-      return this.authorAfterRelay(conn, event, cost);
+      return this.authorAfterRelay(conn, event, cost, sender);
     }
-    if (!verifies(nostr.verify, identity.order, quotasOn)) return FORWARD;
+    if (!verifies(nostr.verify, identity.order, quotasOn)) return withinBudget();
     if (!verifySignature(event)) {
       return this.doesNotVerify(conn, notOk('invalid: event id or signature does not verify'));
     }
-    if (!quotasOn || !identity.order.includes('pubkey')) return FORWARD;
+    if (!quotasOn || !identity.order.includes('pubkey')) return withinBudget();
     const author = makeIdentity('pubkey', event.pubkey, ctx.policy.defaultTier, identity.keySalt);
     const seen = await this.claimFirstSight(event.id, author);
     if (seen === 'duplicate') {
@@ -304,11 +322,13 @@ export class Admission {
         reply: ['OK', event.id, true, 'duplicate: already have this event'],
       };
     }
-    const refusedAuthor = await this.charge(author, conn, 'write', cost);
-    if (refusedAuthor === undefined) return FORWARD;
+    const refused =
+      (await this.charge(author, conn, 'write', cost)) ??
+      (await this.nodeBudgetRefusal(sender, conn, cost));
+    if (refused === undefined) return FORWARD;
     // Not admitted: its author may send it again later, so it was never "seen".
     if (seen === 'claimed') await ctx.store.kv.del(seenKey(ctx, event.id)).catch(() => undefined);
-    return notOk(refusedAuthor);
+    return notOk(refused);
   }
 
   /**
@@ -361,7 +381,12 @@ export class Admission {
    * (see `accepted`). Until then only what this process already knows can refuse the author:
    * its in-memory block, set by an earlier charge that reached the limit.
    */
-  private authorAfterRelay(conn: ConnectionFacts, event: Event, cost: number): FrameVerdict {
+  private async authorAfterRelay(
+    conn: ConnectionFacts,
+    event: Event,
+    cost: number,
+    sender: Identity,
+  ): Promise<FrameVerdict> {
     const { ctx } = this;
     const author = makeIdentity(
       'pubkey',
@@ -375,10 +400,13 @@ export class Admission {
       nodeId: conn.nodeId,
     });
     const chargeOnAccept = { id: event.id, author, cost };
-    if (!known) return { forward: true, chargeOnAccept };
-    const judged = this.judged(known, author, 'write', conn.nodeId);
-    if (judged.admitted) return { forward: true, chargeOnAccept };
-    return { forward: false, reply: ['OK', event.id, false, nostrRejection(judged)] };
+    const judged = known ? this.judged(known, author, 'write', conn.nodeId) : undefined;
+    const refused =
+      judged?.admitted === false
+        ? nostrRejection(judged)
+        : await this.nodeBudgetRefusal(sender, conn, cost);
+    if (refused === undefined) return { forward: true, chargeOnAccept };
+    return { forward: false, reply: ['OK', event.id, false, refused] };
   }
 
   /**
@@ -434,8 +462,39 @@ export class Admission {
   }
 
   /**
+   * A write admitted by its per-client caps, charged to its node's write budget (see
+   * QuotaDecider.decideNode), judged under the sender's tier: null when nothing was charged.
+   */
+  private nodeBudget(
+    sender: Identity,
+    ip: string,
+    cls: 'write' | 'read',
+    cost: number,
+    nodeId: string,
+  ): Promise<QuotaDecision | null> | null {
+    // Checked synchronously: at m = 1 (the common case) a write costs no promise here.
+    if (cls !== 'write' || !this.ctx.decider.chargesNode(nodeId)) return null;
+    return this.ctx.decider
+      .decideNode({ identity: sender, ip, cls, cost, nodeId })
+      .then((decided) => decided && this.judged(decided, sender, cls, nodeId));
+  }
+
+  /** Undefined when the node's budget admits the write, else the NIP-01 message. */
+  private async nodeBudgetRefusal(
+    sender: Identity,
+    conn: ConnectionFacts,
+    cost: number,
+  ): Promise<string | undefined> {
+    const pending =
+      cost === 0 ? null : this.nodeBudget(sender, conn.ip, 'write', cost, conn.nodeId);
+    const d = pending ? await pending : null;
+    return !d || d.admitted ? undefined : nostrRejection(d);
+  }
+
+  /**
    * The decision as the identity's tier applies it (a refusal under shadow mode admits,
-   * marked shadow_limited), counted, and in shadow mode sampled to the log.
+   * marked shadow_limited), counted (a node budget's on its own counter), and in shadow mode
+   * sampled to the log.
    */
   private judged(
     decision: QuotaDecision,
@@ -448,7 +507,8 @@ export class Admission {
       decision.admitted || ctx.policy.modeOf(identity.tier) === 'enforce'
         ? decision
         : shadowed(decision);
-    recordDecision(ctx, judged, cls, nodeId);
+    if (judged.policy === NODE_BUDGET_POLICY) ctx.metrics.countNodeBudget(judged.outcome, nodeId);
+    else recordDecision(ctx, judged, cls, nodeId);
     if (judged.outcome === 'shadow_limited') {
       const count = this.shadowLog.take();
       if (count > 0) {
@@ -460,6 +520,7 @@ export class Admission {
             tier: identity.tier,
             class: cls,
             node: nodeId,
+            policy: judged.policy,
             limit: judged.limit,
             windowSec: judged.windowSec,
             shadowLimited: count,
