@@ -18,7 +18,10 @@ usage: ./scripts/run-all.sh [options]        (no options on a terminal: a menu)
                           space-separated; or a group: all | standalone | cluster | lease
                           (default all: the three clients without leases, both topologies)
   --workload W            light | heavy | both | flood | nostr | adaptive | everything,
-                          or a comma list of them (default both)
+                          or oom, or a comma list of them (default both). oom is sluice bench
+                          oom: the relay inside a memory cgroup with a hard limit (root and a
+                          writable cgroup needed), three arms x two floods, about 12 minutes
+                          (also with --relay-impl nostr-rs-relay); not part of everything
   --duration-mode M       dynamic (120 s up to 100 connections, 180 s above, +30 s for cluster)
                           | fixed30 | fixed120 | custom:N (default dynamic)
   --concurrency "N ..."   connection counts (default "50 100")
@@ -31,7 +34,7 @@ usage: ./scripts/run-all.sh [options]        (no options on a terminal: a menu)
   --relay-impl R          reference | nostr-rs-relay (default reference). nostr-rs-relay is
                           built from crates.io on first use (cargo and protoc; cached under
                           \${XDG_CACHE_HOME:-~/.cache}/sluice/relays) and speaks Nostr only:
-                          it needs --workload nostr
+                          it needs --workload nostr or oom
   --valkey-standalone H:P use a running standalone Valkey instead of starting one
   --valkey-cluster H:P    use a running cluster (any node) instead of starting one
   --relay URL             use a running relay for light/flood (heavy: --heavy-relay URL,
@@ -75,6 +78,7 @@ menu() {
   echo " 2) standard: light + heavy, 30 s runs, 50 and 100 connections, 3 runs"
   echo " 3) full: light + heavy + flood + nostr + adaptive, dynamic durations"
   echo " 4) custom"
+  echo " 5) oom: the reference relay in a memory cgroup with a hard limit, under floods (root)"
   read -r -p "mode [1]: " choice
   case "${choice:-1}" in
     1) quick=1 ;;
@@ -83,7 +87,7 @@ menu() {
     4)
       read -r -p "clients (all|standalone|cluster|lease|list, e.g. iovalkey+lease:cluster) [$clients]: " choice
       clients="${choice:-$clients}"
-      read -r -p "workload (light|heavy|both|flood|nostr|adaptive|everything) [$workload]: " choice
+      read -r -p "workload (light|heavy|both|flood|nostr|adaptive|everything|oom) [$workload]: " choice
       workload="${choice:-$workload}"
       read -r -p "duration mode (dynamic|fixed30|fixed120|custom:N) [$duration_mode]: " choice
       duration_mode="${choice:-$duration_mode}"
@@ -92,6 +96,7 @@ menu() {
       read -r -p "runs [$runs]: " choice
       runs="${choice:-$runs}"
       ;;
+    5) workload=oom ;;
     *) die "no such choice: $choice" ;;
   esac
 }
@@ -173,16 +178,23 @@ for w in ${workload//,/ }; do
     light | heavy | flood | nostr) workloads+=("$w") ;;
     both) workloads+=(light heavy) ;;
     adaptive) workloads+=(adaptive) ;;
+    oom) workloads+=(oom) ;;
     everything) workloads+=(light heavy flood nostr adaptive) ;;
-    *) die "--workload: unknown workload '$w' (light, heavy, both, flood, nostr, adaptive, everything)" ;;
+    *) die "--workload: unknown workload '$w' (light, heavy, both, flood, nostr, adaptive, everything, oom)" ;;
   esac
 done
+
+if [[ " ${workloads[*]} " == *" oom "* ]]; then
+  # sluice bench oom uses a standalone Valkey, whatever the clients; alone, nothing else.
+  [[ " ${modes[*]} " == *" standalone "* ]] || modes+=(standalone)
+  [ "${#workloads[@]}" -gt 1 ] || modes=(standalone)
+fi
 
 case "$relay_impl" in
   reference) ;;
   nostr-rs-relay)
     for w in "${workloads[@]}"; do
-      [ "$w" = nostr ] || die "--relay-impl nostr-rs-relay only speaks Nostr (WebSocket): the $w workload needs the reference relay; use --workload nostr"
+      [ "$w" = nostr ] || [ "$w" = oom ] || die "--relay-impl nostr-rs-relay only speaks Nostr (WebSocket): the $w workload needs the reference relay; use --workload nostr or oom"
     done
     [ -z "$relay_url" ] || die "--relay names a running reference relay; nostr-rs-relay is started per run" ;;
   *) die "--relay-impl: unknown relay '$relay_impl' (reference, nostr-rs-relay)" ;;
@@ -209,6 +221,8 @@ duration_for 50 standalone >/dev/null # validate early
 # Every configuration: "implementation[:cluster] workload connections duration".
 configs=()
 for w in "${workloads[@]}"; do
+  # sluice bench oom runs once, after the other runs (it is not a run file).
+  [ "$w" = oom ] && continue
   if [ "$w" = adaptive ]; then
     # The pressure-feed scenario once per law, through the first chosen client.
     for law in none pid lead; do
@@ -343,6 +357,7 @@ bar() { # done total
 say "${#configs[@]} configurations, $runs runs each (adaptive: one per law) = $total runs -> $RESULTS_DIR"
 started_at=$(date +%s)
 for run in $(seq 1 "$runs"); do
+  [ "${#configs[@]}" -gt 0 ] || break
   mapfile -t order < <(printf '%s\n' "${configs[@]}" | shuf --random-source=<(yes "$seed-$run"))
   for cfg in "${order[@]}"; do
     read -r target wl conn dur <<<"$cfg"
@@ -374,8 +389,23 @@ for run in $(seq 1 "$runs"); do
     [ "$rc" -eq 0 ] || failed_runs=$((failed_runs + 1))
   done
 done
-say "runs finished in $(( $(date +%s) - started_at ))s; $failed_runs of $total failed (marked in their files and the report)"
+if [ "${#configs[@]}" -gt 0 ]; then
+  say "runs finished in $(( $(date +%s) - started_at ))s; $failed_runs of $total failed (marked in their files and the report)"
+fi
 
-say "writing the report"
-.venv/bin/python scripts/generate_report.py "$RESULTS_DIR"
-say "report: results/latest/report.html  csv: results/latest/summary.csv"
+# The relay in a memory cgroup with a hard limit: its own JSON and table (oom-<relay>.*).
+if needs oom; then
+  say "sluice bench oom ($relay_impl): three arms x two floods in a memory cgroup"
+  set +e
+  "${SLUICE[@]}" bench oom --valkey "$valkey_standalone" --relay-impl "$relay_impl" \
+    --out-dir "$RESULTS_DIR"
+  rc=$?
+  set -e
+  [ "$rc" -eq 0 ] || { failed_runs=$((failed_runs + 1)); say "sluice bench oom failed (exit $rc): see above"; }
+fi
+
+if [ "${#configs[@]}" -gt 0 ]; then
+  say "writing the report"
+  .venv/bin/python scripts/generate_report.py "$RESULTS_DIR"
+  say "report: results/latest/report.html  csv: results/latest/summary.csv"
+fi
