@@ -154,6 +154,8 @@ describe('OOM figures', { timeout: 10_000 }, () => {
       t,
       workingSetBytes: [50, 120, 130, 90, 110][t]! * MiB,
       usageBytes: 0,
+      anonBytes: 0,
+      activeFileBytes: 0,
       oomKills: 0,
       multiplier: 1,
       emergency: false,

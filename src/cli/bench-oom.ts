@@ -35,6 +35,8 @@ interface OomFlags {
   gateways: number;
   writeBudget: boolean;
   feedSource: 'cgroup' | 'relay';
+  slowReaders: number;
+  slowReadersVia: 'relay' | 'gateway';
   cgroupParent?: string;
   seed: number;
   outDir?: string;
@@ -124,6 +126,17 @@ export function registerOomBench(bench: Command): void {
         .default('cgroup'),
     )
     .option(
+      '--slow-readers <n>',
+      'also this many subscribers to every new event that never read (they reconnect when closed)',
+      (v: string) => (v === '0' ? 0 : positiveInt(v)),
+      0,
+    )
+    .addOption(
+      new Option('--slow-readers-via <where>', 'where the slow readers connect')
+        .choices(['relay', 'gateway'])
+        .default('relay'),
+    )
+    .option(
       '--cgroup-parent <dir>',
       "where the groups are made (default: this process's own memory cgroup)",
     )
@@ -174,6 +187,8 @@ export function registerOomBench(bench: Command): void {
             gateways: flags.gateways,
             writeBudget: flags.writeBudget,
             feedSource: flags.feedSource,
+            slowReaders: flags.slowReaders,
+            slowReadersVia: flags.slowReadersVia,
             seed: flags.seed,
             outDir: flags.outDir ?? defaultResultsDir(),
             command: `sluice ${process.argv.slice(2).join(' ')}`,

@@ -26,6 +26,9 @@ interface Pending {
 export class NostrSocket {
   private readonly pending = new Map<string, Pending>();
   private closed = false;
+  private markClosed!: () => void;
+  /** Settles when the socket has ended, whoever ended it. */
+  readonly ended = new Promise<void>((resolve) => (this.markClosed = resolve));
 
   private constructor(private readonly ws: WebSocket) {
     ws.on('message', (data: Buffer, isBinary: boolean) => {
@@ -106,6 +109,7 @@ export class NostrSocket {
 
   private end(why: string): void {
     this.closed = true;
+    this.markClosed();
     for (const id of [...this.pending.keys()]) this.settle(id, { outcome: 'error', code: why });
   }
 }

@@ -23,6 +23,7 @@ import type { FloodShape, FloodTransport } from './flood.js';
 import type { OomRelay } from './relays.js';
 import { lostEvents, summarizeArm } from './summary.js';
 import type { ArmFrame, ArmSummary, LostAccounting, OomSample } from './summary.js';
+import { SlowReaders } from './slow-readers.js';
 import { Supervisor } from './supervisor.js';
 import type { Death } from './supervisor.js';
 
@@ -50,6 +51,9 @@ export interface OomScenario {
   feedSource: 'cgroup' | 'relay';
   seed: number;
   maxInFlight: number;
+  /** Subscribers that never read (0: none), connected straight to the relay or through a gateway. */
+  slowReaders: number;
+  slowReadersVia: 'relay' | 'gateway';
 }
 
 export interface ArmResult {
@@ -67,6 +71,8 @@ export interface ArmResult {
   propagationMs: { p50: number; p99: number } | null;
   codes: Record<string, number>;
   cgroup: { version: 1 | 2; dir: string; peakUsageBytes: number | null };
+  /** Times a slow reader's connection was closed under it (a kill, or a gateway cutting it). */
+  slowReaderCloses: number;
   samples: OomSample[];
 }
 
@@ -109,6 +115,7 @@ export async function runArm(
   let relay: OomRelay | undefined;
   let supervisor: Supervisor | undefined;
   let transport: FloodTransport | undefined;
+  let readers: SlowReaders | undefined;
   try {
     relay = await ctx.makeRelay();
     const quotaPerSec = Math.round(sc.sustainablePerSec * sc.overload);
@@ -168,6 +175,11 @@ export async function runArm(
       gateways.map((g) => g.url),
       shape,
     );
+    if (sc.slowReaders > 0) {
+      const via = sc.slowReadersVia === 'relay' ? [supervisor.url] : gateways.map((g) => g.url);
+      readers = new SlowReaders(sc.slowReaders, (r) => via[r % via.length]!.replace(/^http/, 'ws'));
+      readers.start();
+    }
     log(
       `  ${relay.impl} / ${shape} / ${variant}: idle ${mib(idle)}, limit ${mib(frame.limitBytes)}, ` +
         `target ${mib(frame.targetBytes)}, sustainable ${sc.sustainablePerSec.toFixed(1)}/s, ` +
@@ -189,6 +201,8 @@ export async function runArm(
           t,
           workingSetBytes: reading.workingSetBytes,
           usageBytes: reading.usageBytes,
+          anonBytes: reading.anonBytes,
+          activeFileBytes: reading.activeFileBytes,
           oomKills: reading.oomKills,
           multiplier: flow?.multiplier ?? null,
           emergency: flow?.emergency ?? null,
@@ -212,6 +226,7 @@ export async function runArm(
     );
     flooding = false;
     await sampling;
+    await readers?.stop();
     if (ctx.signal?.aborted) throw new Error('stopped');
 
     const { entries } = await emergencyTransitions(feed);
@@ -259,9 +274,11 @@ export async function runArm(
       propagationMs: propagation,
       codes: flood.counts.codes,
       cgroup: { version: group.version, dir: group.dir, peakUsageBytes },
+      slowReaderCloses: readers?.closes ?? 0,
       samples,
     };
   } finally {
+    await readers?.stop().catch(() => undefined);
     await transport?.close().catch(() => undefined);
     await supervisor?.stop().catch(() => undefined);
     await Promise.allSettled(started.reverse().map((p) => p.stop()));

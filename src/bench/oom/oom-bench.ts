@@ -40,6 +40,8 @@ export interface OomBenchOptions {
   gateways: number;
   writeBudget: boolean;
   feedSource: 'cgroup' | 'relay';
+  slowReaders: number;
+  slowReadersVia: 'relay' | 'gateway';
   seed: number;
   outDir: string;
   command: string;
@@ -91,6 +93,8 @@ export async function runOomBench(
     feedSource: o.feedSource,
     seed: o.seed,
     maxInFlight: 1024,
+    slowReaders: o.slowReaders,
+    slowReadersVia: o.slowReadersVia,
   };
   const env = { ...process.env };
   const makeRelay = relayFactory(
@@ -118,14 +122,17 @@ export async function runOomBench(
       );
     }
   }
+  const relayName =
+    o.relayImpl +
+    (o.slowReaders > 0 ? ` + ${o.slowReaders} slow readers (via ${o.slowReadersVia})` : '');
   const rows = results.map((r) => ({
-    relay: o.relayImpl,
+    relay: relayName,
     flood: r.flood,
     variant: r.variant,
     summary: r.summary,
   }));
   const table = markdownTable(rows);
-  const name = `oom-${o.relayImpl}`;
+  const name = `oom-${o.relayImpl}${o.slowReaders > 0 ? `-slow-readers-${o.slowReadersVia}` : ''}`;
   const jsonFile = writeResult(o.outDir, `${name}.json`, 'oom-bench', {
     command: o.command,
     cgroup: where,
@@ -140,7 +147,7 @@ export async function runOomBench(
   const mdFile = path.join(o.outDir, `${name}.md`);
   writeFileSync(
     mdFile,
-    `# OOM benchmark: ${o.relayImpl}\n\n\`${o.command}\`\n\n${table}\n\n` +
+    `# OOM benchmark: ${relayName}\n\n\`${o.command}\`\n\n${table}\n\n` +
       `Limit = idle + ${mibText(o.limitHeadroomBytes)}, target = idle + ${mibText(o.targetHeadroomBytes)} ` +
       `(the relay's working set: cgroup usage less inactive file pages), ` +
       `sustainable ${sustainablePerSec.toFixed(1)} events/s (${eventBytes} bytes each), ` +

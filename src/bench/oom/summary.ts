@@ -11,6 +11,9 @@ export interface OomSample {
   t: number;
   workingSetBytes: number;
   usageBytes: number;
+  /** Of the working set: anonymous memory, and file pages in active use. */
+  anonBytes: number;
+  activeFileBytes: number;
   oomKills: number;
   /** What the first gateway applied to the node (null: it did not answer). */
   multiplier: number | null;
