@@ -204,6 +204,8 @@ export function registerOomBench(bench: Command): void {
           process.exitCode = 1;
           return;
         }
+        // Stopped by a signal: the groups and processes are gone (each arm's finally).
+        if (controller.signal.aborted) return;
         throw err;
       }
     });

@@ -71,7 +71,7 @@ export interface ArmResult {
   propagationMs: { p50: number; p99: number } | null;
   codes: Record<string, number>;
   cgroup: { version: 1 | 2; dir: string; peakUsageBytes: number | null };
-  /** Times a slow reader's connection was closed under it (a kill, or a gateway cutting it). */
+  /** Slow readers' connections lost to relay restarts (each reconnected). */
   slowReaderCloses: number;
   samples: OomSample[];
 }
@@ -179,6 +179,7 @@ export async function runArm(
       const via = sc.slowReadersVia === 'relay' ? [supervisor.url] : gateways.map((g) => g.url);
       readers = new SlowReaders(sc.slowReaders, (r) => via[r % via.length]!.replace(/^http/, 'ws'));
       readers.start();
+      supervisor.onRestart = () => readers?.reconnectAll();
     }
     log(
       `  ${relay.impl} / ${shape} / ${variant}: idle ${mib(idle)}, limit ${mib(frame.limitBytes)}, ` +

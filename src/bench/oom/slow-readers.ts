@@ -1,14 +1,14 @@
 /**
  * Subscribers that never read: each opens a WebSocket, subscribes to every new kind-1 event
- * and stops reading, so what the relay sends them backs up. When the relay (or the gateway)
- * closes one, it comes back a second later, as clients do.
+ * and stops reading, so what the relay sends them backs up. When the relay is restarted after
+ * a kill they come back a second later, as clients do.
  */
 import { NostrSocket } from './nostr-client.js';
 
 const RECONNECT_MS = 1000;
 
 export class SlowReaders {
-  /** Connections closed under them (by a kill, or by a gateway cutting a stuck reader). */
+  /** Connections lost to a relay restart, and so reopened. */
   closes = 0;
   private readonly sockets = new Set<NostrSocket>();
   private stopped = false;
@@ -45,6 +45,14 @@ export class SlowReaders {
       }
       if (!this.stopped) await new Promise((res) => setTimeout(res, RECONNECT_MS));
     }
+  }
+
+  /**
+   * A reader that does not read does not see its connection end either (the close waits in
+   * the unread data): when the relay was restarted, drop every connection so each reconnects.
+   */
+  reconnectAll(): void {
+    for (const s of this.sockets) s.close();
   }
 
   async stop(): Promise<void> {

@@ -22,6 +22,8 @@ export class Supervisor {
   private current!: RelayUnderTest;
   private stopping = false;
   private restarting: Promise<void> | undefined;
+  /** Called once the relay answers again after a death (e.g. its clients reconnect). */
+  onRestart: () => void = () => {};
 
   constructor(
     private readonly relay: OomRelay,
@@ -60,6 +62,7 @@ export class Supervisor {
       try {
         this.watch(await this.relay.start(this.procsFile));
         death.downSec = this.clock() - death.t;
+        this.onRestart();
         return;
       } catch (err) {
         this.log(`  relay restart failed: ${err instanceof Error ? err.message : String(err)}`);
