@@ -18,13 +18,16 @@ usage: ./scripts/run-all.sh [options]        (no options on a terminal: a menu)
                           space-separated; or a group: all | standalone | cluster | lease
                           (default all: the three clients without leases, both topologies)
   --workload W            light | heavy | both | flood | nostr | adaptive | fleet | spike |
-                          everything, or a comma list of them (default both). fleet: \`sluice
-                          bench fleet\` once (three relays, one degrades; sticky, round-robin
-                          and headroom routing, 90 s each) through the first client on
-                          standalone, into <results>/fleet/ (fleet-bench.json, fleet-bench.md).
-                          spike: \`sluice bench spike\` (reaction time and peak memory when a
-                          relay's memory jumps, the feed's fast tick on and off; about four
-                          minutes, its own table)
+                          everything, or oom, or a comma list of them (default both). fleet:
+                          \`sluice bench fleet\` once (three relays, one degrades; sticky,
+                          round-robin and headroom routing, 90 s each) through the first client
+                          on standalone, into <results>/fleet/ (fleet-bench.json,
+                          fleet-bench.md). spike: \`sluice bench spike\` (reaction time and peak
+                          memory when a relay's memory jumps, the feed's fast tick on and off;
+                          about four minutes, its own table). oom: \`sluice bench oom\`, the
+                          relay inside a memory cgroup with a hard limit (root and a writable
+                          cgroup needed), three arms x two floods, about 12 minutes (also with
+                          --relay-impl nostr-rs-relay); not part of everything
   --duration-mode M       dynamic (120 s up to 100 connections, 180 s above, +30 s for cluster)
                           | fixed30 | fixed120 | custom:N (default dynamic)
   --concurrency "N ..."   connection counts (default "50 100")
@@ -37,7 +40,7 @@ usage: ./scripts/run-all.sh [options]        (no options on a terminal: a menu)
   --relay-impl R          reference | nostr-rs-relay (default reference). nostr-rs-relay is
                           built from crates.io on first use (cargo and protoc; cached under
                           \${XDG_CACHE_HOME:-~/.cache}/sluice/relays) and speaks Nostr only:
-                          it needs --workload nostr
+                          it needs --workload nostr or oom
   --valkey-standalone H:P use a running standalone Valkey instead of starting one
   --valkey-cluster H:P    use a running cluster (any node) instead of starting one
   --relay URL             use a running relay for light/flood (heavy: --heavy-relay URL,
@@ -81,6 +84,7 @@ menu() {
   echo " 2) standard: light + heavy, 30 s runs, 50 and 100 connections, 3 runs"
   echo " 3) full: light + heavy + flood + nostr + adaptive + fleet + spike, dynamic durations"
   echo " 4) custom"
+  echo " 5) oom: the reference relay in a memory cgroup with a hard limit, under floods (root)"
   read -r -p "mode [1]: " choice
   case "${choice:-1}" in
     1) quick=1 ;;
@@ -89,7 +93,7 @@ menu() {
     4)
       read -r -p "clients (all|standalone|cluster|lease|list, e.g. iovalkey+lease:cluster) [$clients]: " choice
       clients="${choice:-$clients}"
-      read -r -p "workload (light|heavy|both|flood|nostr|adaptive|fleet|spike|everything) [$workload]: " choice
+      read -r -p "workload (light|heavy|both|flood|nostr|adaptive|fleet|spike|everything|oom) [$workload]: " choice
       workload="${choice:-$workload}"
       read -r -p "duration mode (dynamic|fixed30|fixed120|custom:N) [$duration_mode]: " choice
       duration_mode="${choice:-$duration_mode}"
@@ -98,6 +102,7 @@ menu() {
       read -r -p "runs [$runs]: " choice
       runs="${choice:-$runs}"
       ;;
+    5) workload=oom ;;
     *) die "no such choice: $choice" ;;
   esac
 }
@@ -178,17 +183,23 @@ for w in ${workload//,/ }; do
   case "$w" in
     light | heavy | flood | nostr) workloads+=("$w") ;;
     both) workloads+=(light heavy) ;;
-    adaptive | fleet | spike) workloads+=("$w") ;;
+    adaptive | fleet | spike | oom) workloads+=("$w") ;;
     everything) workloads+=(light heavy flood nostr adaptive fleet spike) ;;
-    *) die "--workload: unknown workload '$w' (light, heavy, both, flood, nostr, adaptive, fleet, spike, everything)" ;;
+    *) die "--workload: unknown workload '$w' (light, heavy, both, flood, nostr, adaptive, fleet, spike, everything, oom)" ;;
   esac
 done
+
+if [[ " ${workloads[*]} " == *" oom "* ]]; then
+  # sluice bench oom uses a standalone Valkey, whatever the clients; alone, nothing else.
+  [[ " ${modes[*]} " == *" standalone "* ]] || modes+=(standalone)
+  [ "${#workloads[@]}" -gt 1 ] || modes=(standalone)
+fi
 
 case "$relay_impl" in
   reference) ;;
   nostr-rs-relay)
     for w in "${workloads[@]}"; do
-      [ "$w" = nostr ] || die "--relay-impl nostr-rs-relay only speaks Nostr (WebSocket): the $w workload needs the reference relay; use --workload nostr"
+      [ "$w" = nostr ] || [ "$w" = oom ] || die "--relay-impl nostr-rs-relay only speaks Nostr (WebSocket): the $w workload needs the reference relay; use --workload nostr or oom"
     done
     [ -z "$relay_url" ] || die "--relay names a running reference relay; nostr-rs-relay is started per run" ;;
   *) die "--relay-impl: unknown relay '$relay_impl' (reference, nostr-rs-relay)" ;;
@@ -215,8 +226,8 @@ duration_for 50 standalone >/dev/null # validate early
 # Every configuration: "implementation[:cluster] workload connections duration".
 configs=()
 for w in "${workloads[@]}"; do
-  # The fleet and spike benchmarks are commands of their own, run after the configurations.
-  [ "$w" = fleet ] || [ "$w" = spike ] && continue
+  # The fleet, spike and oom benchmarks are commands of their own, run after the configurations.
+  case "$w" in fleet | spike | oom) continue ;; esac
   if [ "$w" = adaptive ]; then
     # The pressure-feed scenario once per law, through the first chosen client.
     for law in none pid lead; do
@@ -353,6 +364,7 @@ bar() { # done total
 [ "$total" -eq 0 ] || say "${#configs[@]} configurations, $runs runs each (adaptive: one per law) = $total runs -> $RESULTS_DIR"
 started_at=$(date +%s)
 for run in $(seq 1 "$runs"); do
+  [ "${#configs[@]}" -gt 0 ] || break
   mapfile -t order < <(printf '%s\n' "${configs[@]}" | shuf --random-source=<(yes "$seed-$run"))
   for cfg in "${order[@]}"; do
     [ -n "$cfg" ] || continue # no configurations (spike alone)
@@ -405,6 +417,14 @@ if needs spike; then
   "${SLUICE[@]}" bench spike "${spike_valkey[@]}" --out "$RESULTS_DIR" || spike_failed=1
 fi
 
+# The relay in a memory cgroup with a hard limit: its own JSON and table (oom-<relay>.*).
+oom_failed=0
+if needs oom; then
+  say "sluice bench oom ($relay_impl): three arms x two floods in a memory cgroup"
+  "${SLUICE[@]}" bench oom --valkey "$valkey_standalone" --relay-impl "$relay_impl" \
+    --out-dir "$RESULTS_DIR" || oom_failed=1
+fi
+
 if [ "$total" -gt 0 ]; then
   say "writing the report"
   .venv/bin/python scripts/generate_report.py "$RESULTS_DIR"
@@ -412,3 +432,4 @@ if [ "$total" -gt 0 ]; then
 fi
 [ "$fleet_failed" = 0 ] || die "the fleet benchmark failed (see above)"
 [ "$spike_failed" = 0 ] || die "the spike benchmark failed (see above)"
+[ "$oom_failed" = 0 ] || die "sluice bench oom failed (see above)"

@@ -5,6 +5,7 @@ import { registerBenchVerify } from './bench-verify.js';
 import { registerClientsBench } from './bench-clients.js';
 import { registerFleetBench } from './bench-fleet.js';
 import { registerSpikeBench } from './bench-spike.js';
+import { registerOomBench, registerOomProbe } from './bench-oom.js';
 import { InvalidArgumentError } from 'commander';
 import { collect, positiveInt } from './flags.js';
 
@@ -19,6 +20,8 @@ export function registerBench(program: Command): void {
   registerClientsBench(bench);
   registerFleetBench(bench);
   registerSpikeBench(bench);
+  registerOomBench(bench);
+  registerOomProbe(bench);
   bench
     .command('simulate')
     .description('the three variants on the simulated relay plant (deterministic, instant)')

@@ -17,6 +17,26 @@ export interface SluiceProcess {
   /** Signal the process (SIGTERM by default), SIGKILL after a grace period, and wait until
    * it is gone. Resolves with its exit code (null if a signal ended it). */
   stop(signal?: NodeJS.Signals): Promise<number | null>;
+  /** Settles when the process is gone, however it ended (a stop, a crash, the OOM killer). */
+  exited: Promise<ProcessExit>;
+}
+
+export interface ProcessExit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+/**
+ * `command args` started so that it is in the cgroup whose `cgroup.procs` file is given before
+ * it allocates anything: a shell writes its own pid there, then execs the command (same pid).
+ */
+export function inCgroup(
+  procsFile: string | undefined,
+  command: string,
+  args: string[],
+): [string, string[]] {
+  if (!procsFile) return [command, args];
+  return ['/bin/sh', ['-c', 'echo $$ > "$0" && exec "$@"', procsFile, command, ...args]];
 }
 
 const READY = /^sluice \S+ ready: (http:\/\/\S+)/;
@@ -65,9 +85,14 @@ function profileArgs(): string[] {
  */
 export async function spawnSluice(
   args: string[],
-  opts: { env?: NodeJS.ProcessEnv; readyTimeoutMs?: number } = {},
+  opts: { env?: NodeJS.ProcessEnv; readyTimeoutMs?: number; cgroupProcs?: string } = {},
 ): Promise<SluiceProcess> {
-  const child = spawn(process.execPath, [...profileArgs(), CLI, ...args], {
+  const [file, argv] = inCgroup(opts.cgroupProcs, process.execPath, [
+    ...profileArgs(),
+    CLI,
+    ...args,
+  ]);
+  const child = spawn(file, argv, {
     env: opts.env ?? process.env,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -82,12 +107,13 @@ export async function spawnSluice(
   child.stderr.on('data', append);
 
   let ending = '';
-  const exited = new Promise<number | null>((resolve) => {
+  const ended = new Promise<ProcessExit>((resolve) => {
     child.once('exit', (code, signal) => {
       ending = signal ? `was killed by ${signal}` : `exited with code ${code}`;
-      resolve(code);
+      resolve({ code, signal });
     });
   });
+  const exited = ended.then((e) => e.code);
   const command = `sluice ${args.join(' ')}`;
   const timeoutMs = opts.readyTimeoutMs ?? 15_000;
 
@@ -131,6 +157,7 @@ export async function spawnSluice(
     port: Number(new URL(url).port),
     readyLine,
     output: () => output,
+    exited: ended,
     stop: (signal = 'SIGTERM') =>
       (stopping ??= (async () => {
         if (child.exitCode !== null || child.signalCode !== null) return exited;
@@ -149,6 +176,10 @@ export async function spawnSluice(
 export interface RelayOptions {
   nodeId: string;
   dataDir: string;
+  /** A fixed port (a restart keeps its address); 0, a free one, by default. */
+  port?: number;
+  /** Start it inside this cgroup (its `cgroup.procs` file). */
+  cgroupProcs?: string;
   /** Start from an empty data directory. */
   fresh?: boolean;
   drainBytesPerSec?: number | string;
@@ -158,21 +189,28 @@ export interface RelayOptions {
 }
 
 export function startRelay(o: RelayOptions): Promise<SluiceProcess> {
-  const args = ['relay', '--port', '0', '--node-id', o.nodeId, '--data-dir', o.dataDir];
+  const args = ['relay', '--port', String(o.port ?? 0), '--node-id', o.nodeId];
+  args.push('--data-dir', o.dataDir);
   if (o.fresh) args.push('--fresh');
   if (o.drainBytesPerSec !== undefined) {
     args.push('--drain-bytes-per-sec', String(o.drainBytesPerSec));
   }
   if (o.workIterations !== undefined) args.push('--work-iterations', String(o.workIterations));
-  return spawnSluice([...args, ...(o.extraArgs ?? [])], { env: o.env });
+  return spawnSluice([...args, ...(o.extraArgs ?? [])], {
+    env: o.env,
+    cgroupProcs: o.cgroupProcs,
+  });
 }
 
 /** A pressure feed (`sluice feed`) for one relay node, publishing through Valkey. */
 export interface FeedOptions {
   nodeId: string;
-  relayUrl: string;
-  /** Sample this process's memory from /proc instead of asking the relay at relayUrl. */
+  /** The source: a reference relay's metrics (and its backlog), or `pid`, or `cgroup`. */
+  relayUrl?: string;
+  /** The source: this process's memory, from /proc. */
   pid?: number;
+  /** The source: a cgroup directory (its memory less inactive file pages). */
+  cgroup?: string;
   targetBytes: number | string;
   tickMs: number;
   /** The tick under pressure (the feed's default when not given; = tickMs turns it off). */
@@ -183,8 +221,16 @@ export interface FeedOptions {
 }
 
 export function startFeed(o: FeedOptions): Promise<SluiceProcess> {
-  // --pid reads /proc itself; --relay asks the relay (its metric and its backlog).
-  const source = o.pid !== undefined ? ['--pid', String(o.pid)] : ['--relay', o.relayUrl];
+  const sources = [o.relayUrl, o.pid, o.cgroup].filter((s) => s !== undefined);
+  if (sources.length !== 1) {
+    throw new Error('startFeed: give exactly one source, relayUrl, pid or cgroup');
+  }
+  const source =
+    o.pid !== undefined
+      ? ['--pid', String(o.pid)]
+      : o.cgroup !== undefined
+        ? ['--cgroup', o.cgroup]
+        : ['--relay', o.relayUrl!];
   const args = ['feed', '--node-id', o.nodeId, ...source];
   args.push('--target-bytes', String(o.targetBytes), '--tick-ms', String(o.tickMs));
   if (o.fastTickMs !== undefined) args.push('--fast-tick-ms', String(o.fastTickMs));

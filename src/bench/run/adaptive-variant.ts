@@ -1,34 +1,23 @@
 import { mkdtempSync, rmSync } from 'node:fs';
-import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { finalizeEvent, generateSecretKey } from 'nostr-tools/pure';
-import { parsePrometheusValue } from '../../pressure/feed/samplers.js';
-import { startFeed, startGateway, startRelay } from '../../harness/processes.js';
+import { startFeed, startRelay } from '../../harness/processes.js';
 import type { SluiceProcess } from '../../harness/processes.js';
-import { median } from '../stats.js';
 import { ProcessSampler } from './proc-sampler.js';
 import type { ProcessUsage, WatchedProcess } from './proc-sampler.js';
-import type { ClientKind, Topology } from '../../store/options.js';
-import { BENCH_ADMIN_TOKEN } from './gateway-config.js';
+import {
+  emergencyTransitions,
+  propagationMs,
+  readFlow,
+  startPressureGateways,
+} from './adaptive-gateways.js';
+import type { AdaptiveValkey, Variant } from './adaptive-gateways.js';
+import { postEvent } from './post-event.js';
+import { emptyCounts, tally } from './write-counts.js';
+import type { WriteCounts } from './write-counts.js';
 
-/** The Valkey a variant's feed and gateways use. */
-export interface AdaptiveValkey {
-  client: ClientKind;
-  mode: Topology;
-  nodes: string[];
-}
-
-/** What the writers got back, by kind. */
-export interface WriteCounts {
-  requests: number;
-  ok2xx: number;
-  limited429: number;
-  otherNon2xx: number;
-  errors: number;
-}
-
-export type Variant = 'none' | 'pid' | 'lead';
+export type { AdaptiveValkey, Variant, WriteCounts };
 
 export interface AdaptiveBenchOptions {
   /** Seconds of overload per variant. */
@@ -70,34 +59,9 @@ export interface VariantSummary {
   propagationP99Ms: number | null;
 }
 
-function post(url: string, body: string, from: string): Promise<number> {
-  return new Promise((resolve) => {
-    const req = http.request(
-      url,
-      {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        localAddress: from,
-        agent: false,
-      },
-      (res) => {
-        res.resume();
-        res.on('end', () => resolve(res.statusCode ?? 0));
-      },
-    );
-    req.on('error', () => resolve(0));
-    req.end(body);
-  });
-}
-
-async function json<T>(url: string, headers: Record<string, string> = {}): Promise<T> {
-  const res = await fetch(url, { headers });
+async function json<T>(url: string): Promise<T> {
+  const res = await fetch(url);
   return (await res.json()) as T;
-}
-
-async function metricValue(url: string, name: string, labels?: string): Promise<number> {
-  // A labelled counter that never moved is not exported at all: that reads as 0.
-  return parsePrometheusValue(await (await fetch(url)).text(), name, labels) ?? 0;
 }
 
 /**
@@ -139,46 +103,27 @@ export async function runVariant(
     const sustainablePerSec = opts.drainBytesPerSec / eventBytes;
     const quotaPerSec = Math.round(sustainablePerSec * opts.overload);
     const configDir = mkdtempSync(path.join(os.tmpdir(), 'sluice-adaptive-gw-'));
-    const gateways: { url: string; admin: string }[] = [];
-    for (let g = 0; g < 2; g++) {
-      const gw = await startGateway(
-        {
-          listen: { port: 0 },
-          admin: { port: 0, token: BENCH_ADMIN_TOKEN },
-          valkey: { client: valkey.client, mode: valkey.mode, nodes: valkey.nodes },
-          upstreams: [{ id: 'relay-a', url: relay.url }],
-          logging: { level: 'warn' },
-          workers: 1,
-          limits: { maxBodyBytes: 4 * eventBytes },
-          quotas: {
-            keyPrefix: `adaptive-${variant}-${Date.now()}`,
-            tiers: { default: { write: { points: quotaPerSec, windowSec: 1 } } },
-          },
-          pressure: {
-            enabled: variant !== 'none',
-            evaluateMs: 100,
-            staleAfterMs: 3 * opts.tickMs,
-            holdMs: 2000,
-          },
-        },
-        path.join(configDir, `gw${g}.json`),
-        { env },
-      );
-      started.push(gw.proc);
-      gateways.push({ url: gw.url, admin: gw.adminUrl });
-    }
+    const gateways = await startPressureGateways(
+      {
+        variant,
+        count: 2,
+        nodeId: 'relay-a',
+        relayUrl: relay.url,
+        valkey,
+        quotaPerSec,
+        maxBodyBytes: 4 * eventBytes,
+        tickMs: opts.tickMs,
+        configDir,
+        env,
+      },
+      started,
+    );
 
     // Writers: one client identity (its quota is the overload), events signed as they go.
     const sk = generateSecretKey();
     const content = 'x'.repeat(opts.eventContentBytes);
     let admitted = 0;
-    const counts: WriteCounts = {
-      requests: 0,
-      ok2xx: 0,
-      limited429: 0,
-      otherNon2xx: 0,
-      errors: 0,
-    };
+    const counts: WriteCounts = emptyCounts();
     let stop = false;
     let offeredPerSec = sustainablePerSec * 0.5;
     let n = 0;
@@ -191,14 +136,8 @@ export async function runVariant(
             sk,
           ),
         );
-        const status = await post(`${gateways[w % 2]!.url}/events`, body, '127.0.0.3');
-        if (status === 0) counts.errors++;
-        else {
-          counts.requests++;
-          if (status >= 200 && status < 300) counts.ok2xx++;
-          else if (status === 429) counts.limited429++;
-          else counts.otherNon2xx++;
-        }
+        const { status } = await postEvent(`${gateways[w % 2]!.url}/events`, body, '127.0.0.3');
+        tally(counts, status);
         if (status === 200) admitted++;
         // Pace each writer to its share of the offered rate.
         const wait = (1000 * 4) / offeredPerSec - (Date.now() - t0);
@@ -225,17 +164,11 @@ export async function runVariant(
       // The step: from half of sustainable to `overload` x sustainable (the quota's ceiling).
       offeredPerSec = t < opts.calmSec ? sustainablePerSec * 0.5 : quotaPerSec * 1.2;
       await new Promise((r) => setTimeout(r, 250));
-      const [stats, flow] = await Promise.all([
+      const [stats, node] = await Promise.all([
         json<{ rssAnonBytes: number; backlogBytes: number }>(`${relay.url}/stats`),
-        json<{ nodes: Record<string, { multiplier: number; emergency: boolean }> }>(
-          `${gateways[0]!.admin}/admin/flow-control`,
-          {
-            authorization: `Bearer ${BENCH_ADMIN_TOKEN}`,
-          },
-        ),
+        readFlow(gateways[0]!, 'relay-a'),
       ]);
       const now = Date.now();
-      const node = flow.nodes['relay-a']!;
       samples.push({
         t: (now - t0) / 1000,
         u: stats.rssAnonBytes / target,
@@ -252,31 +185,8 @@ export async function runVariant(
     const wallSeconds = (Date.now() - t0) / 1000;
     const processes: ProcessUsage[] = sampler.stop();
 
-    const feedMetrics = `${/^sluice feed ready: (\S+)/.exec(feed.readyLine)![1]}/metrics`;
-    const entries = await metricValue(
-      feedMetrics,
-      'sluice_feed_emergency_transitions_total',
-      '{to="emergency"}',
-    );
-    const exits = await metricValue(
-      feedMetrics,
-      'sluice_feed_emergency_transitions_total',
-      '{to="normal"}',
-    );
-    const prop = await Promise.all(
-      gateways.map(async (g) => ({
-        p50: await metricValue(
-          `${g.admin}/metrics`,
-          'sluice_pressure_propagation_seconds',
-          '{quantile="0.5"}',
-        ),
-        p99: await metricValue(
-          `${g.admin}/metrics`,
-          'sluice_pressure_propagation_seconds',
-          '{quantile="0.99"}',
-        ),
-      })),
-    );
+    const { entries, exits } = await emergencyTransitions(feed);
+    const prop = await propagationMs(gateways);
     const over = samples.filter((s) => s.t >= opts.calmSec);
     const settled = over.filter((s) => s.t >= opts.calmSec + Math.min(60, opts.overloadSec / 2));
     const range = (xs: number[]) => (xs.length ? Math.max(...xs) - Math.min(...xs) : 0);
@@ -294,8 +204,8 @@ export async function runVariant(
         sustainablePerSec,
       mPeakToPeak: range(settled.map((s) => s.m)),
       uPeakToPeak: range(settled.map((s) => s.u)),
-      propagationP50Ms: variant === 'none' ? null : 1000 * median(prop.map((p) => p.p50)),
-      propagationP99Ms: variant === 'none' ? null : 1000 * Math.max(...prop.map((p) => p.p99)),
+      propagationP50Ms: variant === 'none' ? null : prop.p50,
+      propagationP99Ms: variant === 'none' ? null : prop.p99,
     };
     log(
       `${variant}: peak u ${summary.peakUOverTarget.toFixed(2)}, ${summary.secondsAboveTarget}s above target, accepted ${summary.acceptedShareOfSustainable.toFixed(2)} of sustainable`,

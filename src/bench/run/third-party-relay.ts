@@ -24,7 +24,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { WebSocket } from 'ws';
 import { freeLoopbackPort } from '../../harness/ports.js';
-import { killOnExit } from '../../harness/processes.js';
+import { inCgroup, killOnExit } from '../../harness/processes.js';
+import type { ProcessExit } from '../../harness/processes.js';
 
 /** The newest nostr-rs-relay on crates.io when this was written (and it builds here). */
 export const NOSTR_RS_RELAY_VERSION = '0.8.12';
@@ -226,6 +227,15 @@ export interface ThirdPartyRelay {
   /** What the relay printed (its log file), for errors. */
   output(): string;
   stop(): Promise<void>;
+  /** Settles when the process is gone, however it ended. */
+  exited: Promise<ProcessExit>;
+}
+
+export interface NostrRsRelayOptions {
+  /** A fixed port (a restart on the same data keeps its address); else a free one. */
+  port?: number;
+  /** Start it inside this cgroup (its `cgroup.procs` file). */
+  cgroupProcs?: string;
 }
 
 /** True once a WebSocket to `url` opens (then closed at once). */
@@ -260,16 +270,24 @@ export async function startNostrRsRelay(
   workDir: string,
   log: (line: string) => void,
   env: NodeJS.ProcessEnv = process.env,
+  opts: NostrRsRelayOptions = {},
 ): Promise<ThirdPartyRelay> {
   const binary = await ensureNostrRsRelay(log, env);
   const dataDir = path.join(workDir, 'nostr-rs-relay-data');
   mkdirSync(dataDir, { recursive: true });
-  const port = await freeLoopbackPort();
+  const port = opts.port ?? (await freeLoopbackPort());
   const configFile = path.join(workDir, 'nostr-rs-relay.toml');
   writeFileSync(configFile, nostrRsRelayConfig(port, dataDir));
   const logFile = path.join(workDir, 'nostr-rs-relay.log');
-  const fd = openSync(logFile, 'w');
-  const child = spawn(binary, ['--config', configFile, '--db', dataDir], {
+  // Appended: a restart on the same directory keeps what the one before printed.
+  const fd = openSync(logFile, 'a');
+  const [file, args] = inCgroup(opts.cgroupProcs, binary, [
+    '--config',
+    configFile,
+    '--db',
+    dataDir,
+  ]);
+  const child = spawn(file, args, {
     cwd: workDir,
     // Warnings only: per-connection info lines would be part of what is measured.
     env: { ...env, RUST_LOG: env.SLUICE_NOSTR_RS_RELAY_LOG ?? 'warn' },
@@ -285,9 +303,12 @@ export async function startNostrRsRelay(
     }
   };
   let exited = false;
-  child.once('exit', () => {
-    exited = true;
-  });
+  const ended = new Promise<ProcessExit>((resolve) =>
+    child.once('exit', (code, signal) => {
+      exited = true;
+      resolve({ code, signal });
+    }),
+  );
   const stop = async () => {
     if (exited) return;
     child.kill('SIGTERM');
@@ -319,5 +340,6 @@ export async function startNostrRsRelay(
     nodeId: `nostr-rs-relay-${NOSTR_RS_RELAY_VERSION}`,
     output,
     stop,
+    exited: ended,
   };
 }
