@@ -59,6 +59,11 @@ class CountingDecider {
     return Promise.resolve(decision(admitted, this.failing ? 'error' : undefined));
   }
 
+  /** No node write budget here: the per-client charges are what this test is about. */
+  chargesNode(): boolean {
+    return false;
+  }
+
   knownOverLimit(req: Omit<QuotaRequest, 'cost' | 'ip'>): QuotaDecision | null {
     const used = this.used.get(`${req.cls}:${req.identity.value}`) ?? 0;
     return used >= limitOf(req.identity.value) ? decision(false) : null;

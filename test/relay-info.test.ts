@@ -7,10 +7,14 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { GatewayConfigSchema } from '../src/config/schema.js';
-import { WRITE_QUOTA_KEY, mergeRelayInfo } from '../src/gateway/relay-info-document.js';
+import {
+  NODE_BUDGET_KEY,
+  WRITE_QUOTA_KEY,
+  mergeRelayInfo,
+} from '../src/gateway/relay-info-document.js';
 import { RELAY_INFO_MAX_BYTES } from '../src/gateway/relay-info.js';
 import { uniquePrefix } from './helpers/env.js';
-import { request, startGateway, suiteRelayAndGateway } from './helpers/gateway.js';
+import { admin, request, startGateway, suiteRelayAndGateway } from './helpers/gateway.js';
 import type { GatewayUnderTest } from './helpers/gateway.js';
 import { RecordingUpstream } from './helpers/recording-upstream.js';
 
@@ -20,7 +24,15 @@ interface InfoDoc {
   name: string;
   supported_nips: number[];
   limitation: Record<string, unknown>;
-  [WRITE_QUOTA_KEY]?: { points: number; window_sec: number };
+  [WRITE_QUOTA_KEY]?: Quota;
+  [NODE_BUDGET_KEY]?: Quota & { in_force: boolean };
+}
+
+interface Quota {
+  points: number;
+  window_sec: number;
+  base_points: number;
+  multiplier: number;
 }
 
 describe('NIP-11 from the gateway, before a reference relay', { timeout: 120_000 }, () => {
@@ -41,6 +53,7 @@ describe('NIP-11 from the gateway, before a reference relay', { timeout: 120_000
       },
     },
     ['--max-event-bytes', '16384'],
+    { writeBudget: { points: 50 } },
   );
 
   it("merges the gateway's frame bound and write quota into the relay's document, with CORS", async () => {
@@ -63,7 +76,50 @@ describe('NIP-11 from the gateway, before a reference relay', { timeout: 120_000
     assert.equal(doc.limitation.min_pow_difficulty, 8);
     assert.equal(doc.limitation.auth_required, true, 'writes need AUTH at the gateway');
     assert.equal(doc.limitation.restricted_writes, true);
-    assert.deepEqual(doc[WRITE_QUOTA_KEY], { points: 7, window_sec: 60 });
+    assert.deepEqual(doc[WRITE_QUOTA_KEY], {
+      points: 7,
+      window_sec: 60,
+      base_points: 7,
+      multiplier: 1,
+    });
+    assert.deepEqual(doc[NODE_BUDGET_KEY], {
+      points: 50,
+      window_sec: 1,
+      base_points: 50,
+      multiplier: 1,
+      in_force: false,
+    });
+  });
+
+  it("carries the quota in force under pressure, at once, though the relay's document is cached", async () => {
+    const nip11 = async () => {
+      const res = await request(`${suite.gw().url}/`, { headers: NOSTR_JSON });
+      assert.equal(res.status, 200, res.body);
+      return JSON.parse(res.body) as InfoDoc;
+    };
+    await nip11(); // the relay's document is now cached for a few seconds
+    const set = (multiplier: number | null) =>
+      admin(suite.gw(), 'POST', '/admin/flow-control', { nodes: { 'relay-a': { multiplier } } });
+    assert.equal((await set(0.5)).status, 200);
+    try {
+      const doc = await nip11();
+      assert.deepEqual(doc[WRITE_QUOTA_KEY], {
+        points: 3,
+        window_sec: 60,
+        base_points: 7,
+        multiplier: 0.5,
+      });
+      assert.deepEqual(doc[NODE_BUDGET_KEY], {
+        points: 25,
+        window_sec: 1,
+        base_points: 50,
+        multiplier: 0.5,
+        in_force: true,
+      });
+    } finally {
+      assert.equal((await set(null)).status, 200);
+    }
+    assert.equal((await nip11())[WRITE_QUOTA_KEY]?.points, 7, 'back to the base at once');
   });
 
   it('leaves other requests alone: a plain GET is the relay answering, a denied path stays 404', async () => {
@@ -145,7 +201,11 @@ describe('the merged limitation', { timeout: 10_000 }, () => {
     };
     const doc = mergeRelayInfo(
       { limitation: { min_pow_difficulty: 8, max_subscriptions: 50, auth_required: false } },
-      { maxFrameBytes: 65536, nostr: policy, writeQuota: { points: 60, windowSec: 60 } },
+      {
+        maxFrameBytes: 65536,
+        nostr: policy,
+        writeQuota: { points: 30, windowSec: 60, basePoints: 60, multiplier: 0.5 },
+      },
     );
     assert.deepEqual(doc.limitation, {
       min_pow_difficulty: 20,
@@ -154,7 +214,13 @@ describe('the merged limitation', { timeout: 10_000 }, () => {
       restricted_writes: true,
       max_message_length: 65536,
     });
-    assert.deepEqual(doc[WRITE_QUOTA_KEY], { points: 60, window_sec: 60 });
+    assert.deepEqual(doc[WRITE_QUOTA_KEY], {
+      points: 30,
+      window_sec: 60,
+      base_points: 60,
+      multiplier: 0.5,
+    });
+    assert.equal(doc[NODE_BUDGET_KEY], undefined, 'no budget configured');
   });
 
   it('survives a relay document without a usable limitation', () => {

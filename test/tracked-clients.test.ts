@@ -7,8 +7,6 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { RateLimiterRes } from 'rate-limiter-flexible';
-import type { RateLimiterStoreAbstract } from 'rate-limiter-flexible';
 import { DEFAULT_MAX_TRACKED_CLIENTS, GatewayConfigSchema } from '../src/config/schema.js';
 import { AddressSlots } from '../src/gateway/address-slots.js';
 import { MultiplierBoard } from '../src/pressure/follower/board.js';
@@ -17,17 +15,11 @@ import { IdentityKeys, boundIdentityKeys, identityKeys } from '../src/quota/iden
 import { Policy, makeIdentity } from '../src/quota/policy.js';
 import { InMemoryBlocks } from '../src/store/blocks.js';
 import { clientKey, createStore } from '../src/store/index.js';
-import type { ClientKey, LimiterOptions, Store } from '../src/store/index.js';
-import { QuotaLimiter } from '../src/store/limiter.js';
+import type { Store } from '../src/store/index.js';
 import { WindowCounters } from '../src/util/window-counters.js';
 import { admissionUnderTest } from './helpers/fake-admission-context.js';
+import { FakeValkey, manualClock } from './helpers/fake-valkey.js';
 import { storeOptions, uniquePrefix } from './helpers/env.js';
-
-/** A clock the test moves by hand. */
-function manualClock(start = 1_000_000) {
-  let t = start;
-  return { now: () => t, advance: (ms: number) => (t += ms) };
-}
 
 const key = (i: number) => clientKey(`ip:192.0.2.${i}`, 'test-salt');
 
@@ -121,43 +113,6 @@ describe('AddressSlots', { timeout: 10_000 }, () => {
     assert.equal(slots.addresses, 0);
   });
 });
-
-/** Valkey's counters in a Map: one per (prefix, key), shared by the limiters of a prefix. */
-class FakeValkey {
-  readonly counters = new Map<string, { consumed: number; endsAt: number }>();
-  calls = 0;
-  failing = false;
-
-  constructor(private readonly now: () => number) {}
-
-  readonly store = {
-    limiter: (opts: LimiterOptions) => {
-      const inner = {
-        consume: (k: ClientKey, points: number) => {
-          this.calls++;
-          if (this.failing) return Promise.reject(new Error('valkey is down'));
-          const id = `${opts.keyPrefix}:${k}`;
-          const now = this.now();
-          let c = this.counters.get(id);
-          if (!c || c.endsAt <= now) {
-            c = { consumed: 0, endsAt: now + opts.duration * 1000 };
-            this.counters.set(id, c);
-          }
-          c.consumed += points;
-          const res = new RateLimiterRes(
-            Math.max(0, opts.points - c.consumed),
-            c.endsAt - now,
-            c.consumed,
-          );
-          // As rate-limiter-flexible does: a refusal rejects with the result, not an Error.
-          // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors
-          return c.consumed > opts.points ? Promise.reject(res) : Promise.resolve(res);
-        },
-      } as unknown as RateLimiterStoreAbstract;
-      return new QuotaLimiter(inner, opts.points, opts.inMemoryBlock);
-    },
-  } as unknown as Store;
-}
 
 function settings(points: number) {
   return GatewayConfigSchema.parse({

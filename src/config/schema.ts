@@ -67,10 +67,32 @@ const Route = z.strictObject({
 });
 export type Route = z.infer<typeof Route>;
 
+/**
+ * A relay node's write budget: what the node can sustain, for every gateway together. Under
+ * pressure (its multiplier m below 1) every write to the node also consumes points of this
+ * budget scaled by m, from one counter in Valkey shared by all gateways, after the client's
+ * own cap admitted it; at m = 1 it costs nothing.
+ */
+const WriteBudget = z
+  .strictObject({
+    points: positiveInt.describe(
+      'Write points the node takes per window at multiplier 1, from all clients and gateways together',
+    ),
+    windowSec: positiveInt
+      .default(1)
+      .describe('The window of the budget, in seconds (default 1: points per second)'),
+  })
+  .describe(
+    "The node's write budget: while its multiplier m is below 1, writes to it also consume " +
+      'points x m per window from one counter shared by every gateway (after the per-client cap)',
+  );
+export type WriteBudget = z.infer<typeof WriteBudget>;
+
 const Upstream = z.strictObject({
   /** The node id its pressure feed publishes under. */
   id: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'letters, digits, _ . - (at most 64)'),
   url: z.url({ protocol: /^https?$/ }),
+  writeBudget: WriteBudget.optional(),
 });
 export type Upstream = z.infer<typeof Upstream>;
 

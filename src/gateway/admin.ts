@@ -294,27 +294,31 @@ function registerAdminRoutes(app: FastifyInstance, ctx: GatewayContext): void {
   );
 }
 
-function flowControlState(ctx: GatewayContext) {
+async function flowControlState(ctx: GatewayContext) {
   const now = Date.now();
+  const nodes = await Promise.all(
+    ctx.board.list().map(async (m) => {
+      const upstream = ctx.pool.get(m.nodeId);
+      const writeBudget = await ctx.decider.nodeBudgetState(m.nodeId);
+      return [
+        m.nodeId,
+        {
+          multiplier: m.value,
+          source: m.source,
+          ageMs: now - m.updatedAt,
+          override: ctx.board.hasOverride(m.nodeId),
+          feedState: m.feedState ?? null,
+          emergency: m.emergency ?? false,
+          healthy: upstream?.healthy ?? false,
+          // upstreams[].writeBudget: the base, and what is in force and consumed under pressure.
+          ...(writeBudget ? { writeBudget } : {}),
+        },
+      ] as const;
+    }),
+  );
   return {
     tiers: ctx.policy.snapshot(),
-    nodes: Object.fromEntries(
-      ctx.board.list().map((m) => {
-        const upstream = ctx.pool.get(m.nodeId);
-        return [
-          m.nodeId,
-          {
-            multiplier: m.value,
-            source: m.source,
-            ageMs: now - m.updatedAt,
-            override: ctx.board.hasOverride(m.nodeId),
-            feedState: m.feedState ?? null,
-            emergency: m.emergency ?? false,
-            healthy: upstream?.healthy ?? false,
-          },
-        ];
-      }),
-    ),
+    nodes: Object.fromEntries(nodes),
     adaptation: { enabled: ctx.board.isAdaptive, feeds: ctx.config.pressure.enabled },
     quotas: {
       mode: ctx.policy.mode,

@@ -1,5 +1,6 @@
 import type { Event } from 'nostr-tools/pure';
 import type { QuotaDecision } from '../quota/decider.js';
+import { NODE_BUDGET_POLICY } from '../quota/node-budget.js';
 import { SHADOW_LOG_INTERVAL_MS, shadowed } from '../quota/shadow.js';
 import { boundIdentityKeys, identityKeys } from '../quota/identity-keys.js';
 import { makeIdentity, resolveIdentity } from '../quota/policy.js';
@@ -91,8 +92,9 @@ function problemOf(status: number, type: string, title: string, detail: string):
  *
  * Checks run from cheapest to dearest, and work is charged before it is done: the frame
  * rate of the source address (memory), parsing with size bounds, the sender's quota (the API
- * key it presented, else its address), signature verification, and last the verified
- * author's quota, which only events not seen before pay: a replay is answered `duplicate:`.
+ * key it presented, else its address), signature verification, the verified author's
+ * quota, which only events not seen before pay (a replay is answered `duplicate:`), and last,
+ * while the node is under pressure, the node's write budget, once per write.
  */
 export class Admission {
   /** Frames per source address in the current second, for the most recent addresses. */
@@ -165,12 +167,23 @@ export class Admission {
     });
     if (!decided) return { action: 'forward', node, target, headers: {} };
     const decision = this.judged(decided, identity, cls, node.id);
-    const headers = rateLimitHeaders(decision, ctx.config.quotas.headers);
-    if (decision.admitted) return { action: 'forward', node, target, headers };
+    // The node's budget only once the client's own cap admitted the write: the heaviest
+    // writers are refused by their caps and never draw on what the node takes from everyone.
+    const pending = decision.admitted
+      ? this.nodeBudget(identity, facts.ip, cls, cost, node.id)
+      : null;
+    const nodeDecision = pending ? await pending : null;
+    const headers = rateLimitHeaders(
+      decision,
+      ctx.config.quotas.headers,
+      nodeDecision ?? undefined,
+    );
+    const refusal = decision.admitted ? nodeDecision : decision;
+    if (!refusal || refusal.admitted) return { action: 'forward', node, target, headers };
     // A quota store failure in fail-closed mode is our problem, not the client's: 503, never 429.
-    return decision.outcome === 'error'
+    return refusal.outcome === 'error'
       ? answer(storeUnavailableProblem(), { 'retry-after': '1' })
-      : answer(quotaProblem(decision), headers);
+      : answer(quotaProblem(refusal), headers);
   }
 
   async frame(conn: ConnectionFacts, data: Buffer, isBinary: boolean): Promise<FrameVerdict> {
@@ -300,6 +313,13 @@ export class Admission {
     if (held !== undefined) return notOk(held);
     const { cost } = judged;
     const refusedSender = await this.chargeSenders(conn, 'write', cost);
+    // Last, once every per-client charge admitted the event: the node's write budget.
+    const withinBudget = async (): Promise<FrameVerdict> => {
+      const refused = await this.nodeBudgetRefusal(this.sender(conn), conn, cost);
+      if (refused !== undefined) return notOk(refused);
+      session.eventForwarded(event, cost, bytes);
+      return FORWARD;
+    };
     if (judged.forged) {
       return this.doesNotVerify(conn, notOk('invalid: event id does not match its content'));
     }
@@ -313,14 +333,13 @@ export class Admission {
       }
       const refusedAuthor = this.authorKnownOverLimit(conn, event.pubkey);
       if (refusedAuthor !== undefined) return notOk(refusedAuthor);
-      session.eventForwarded(event, cost, bytes);
-      return FORWARD;
+      return withinBudget();
     }
-    if (mode === 'off' && nostr.verify !== 'always') return FORWARD;
+    if (mode === 'off' && nostr.verify !== 'always') return withinBudget();
     if (!verifySignature(event)) {
       return this.doesNotVerify(conn, notOk('invalid: event id or signature does not verify'));
     }
-    if (mode === 'off') return FORWARD;
+    if (mode === 'off') return withinBudget();
     if ((await this.seen(event.id)) === true) {
       ctx.metrics.frames.inc({ type: 'DUPLICATE' });
       return {
@@ -330,8 +349,7 @@ export class Admission {
     }
     const refusedAuthor = await this.charge(this.author(event.pubkey), conn, 'write', cost);
     if (refusedAuthor !== undefined) return notOk(refusedAuthor);
-    session.eventForwarded(event, cost, bytes);
-    return FORWARD;
+    return withinBudget();
   }
 
   /**
@@ -444,8 +462,39 @@ export class Admission {
   }
 
   /**
+   * A write admitted by its per-client caps, charged to its node's write budget (see
+   * QuotaDecider.decideNode), judged under the sender's tier: null when nothing was charged.
+   */
+  private nodeBudget(
+    sender: Identity,
+    ip: string,
+    cls: 'write' | 'read',
+    cost: number,
+    nodeId: string,
+  ): Promise<QuotaDecision | null> | null {
+    // Checked synchronously: at m = 1 (the common case) a write costs no promise here.
+    if (cls !== 'write' || !this.ctx.decider.chargesNode(nodeId)) return null;
+    return this.ctx.decider
+      .decideNode({ identity: sender, ip, cls, cost, nodeId })
+      .then((decided) => decided && this.judged(decided, sender, cls, nodeId));
+  }
+
+  /** Undefined when the node's budget admits the write, else the NIP-01 message. */
+  private async nodeBudgetRefusal(
+    sender: Identity,
+    conn: ConnectionFacts,
+    cost: number,
+  ): Promise<string | undefined> {
+    const pending =
+      cost === 0 ? null : this.nodeBudget(sender, conn.ip, 'write', cost, conn.nodeId);
+    const d = pending ? await pending : null;
+    return !d || d.admitted ? undefined : nostrRejection(d);
+  }
+
+  /**
    * The decision as the identity's tier applies it (a refusal under shadow mode admits,
-   * marked shadow_limited), counted, and in shadow mode sampled to the log.
+   * marked shadow_limited), counted (a node budget's on its own counter), and in shadow mode
+   * sampled to the log.
    */
   private judged(
     decision: QuotaDecision,
@@ -458,7 +507,8 @@ export class Admission {
       decision.admitted || ctx.policy.modeOf(identity.tier) === 'enforce'
         ? decision
         : shadowed(decision);
-    recordDecision(ctx, judged, cls, nodeId);
+    if (judged.policy === NODE_BUDGET_POLICY) ctx.metrics.countNodeBudget(judged.outcome, nodeId);
+    else recordDecision(ctx, judged, cls, nodeId);
     if (judged.outcome === 'shadow_limited') {
       const count = this.shadowLog.take();
       if (count > 0) {
@@ -470,6 +520,7 @@ export class Admission {
             tier: identity.tier,
             class: cls,
             node: nodeId,
+            policy: judged.policy,
             limit: judged.limit,
             windowSec: judged.windowSec,
             shadowLimited: count,

@@ -16,6 +16,8 @@ const COUNTER_HELP = {
     'Clients not reading what is written to them: paused (reading from them stopped) or closed (1008, past the buffered bound)',
   sluice_internal_errors_total:
     'Unexpected errors caught by a last-resort handler, by where they were caught',
+  sluice_node_budget_decisions_total:
+    "Writes charged to a relay node's write budget (upstreams[].writeBudget, only while its multiplier is below 1), by outcome (allowed, limited: refused by the budget, shadow_limited, insured, error) and node",
   sluice_lease_points_total:
     'Quota points of leases (quotas.lease), by event: leased from Valkey, spent on admitted writes, returned to Valkey, expired unspent with their window',
 } as const;
@@ -29,6 +31,7 @@ const COUNTER_LABELS: Record<CounterName, readonly string[]> = {
   sluice_slow_clients_total: ['action'],
   sluice_internal_errors_total: ['where'],
   sluice_lease_points_total: ['event'],
+  sluice_node_budget_decisions_total: ['outcome', 'node'],
 };
 
 /** The gateway's Prometheus metrics, on a registry of its own. */
@@ -56,6 +59,20 @@ export class GatewayMetrics {
   /** Anything thrown that no handler expected; a test asserts it stays 0. */
   readonly internalErrors = this.counter('sluice_internal_errors_total');
   readonly leasePoints = this.counter('sluice_lease_points_total');
+  readonly nodeBudgetDecisions = this.counter('sluice_node_budget_decisions_total');
+  /** Its children by outcome and node (no label hashing per write under pressure). */
+  private readonly nodeBudgetCounters = new Map<string, Counter.Internal>();
+
+  /** Count a write charged to a node's write budget. */
+  countNodeBudget(outcome: string, node: string): void {
+    const id = `${outcome}\0${node}`;
+    let counter = this.nodeBudgetCounters.get(id);
+    if (!counter) {
+      counter = this.nodeBudgetDecisions.labels({ outcome, node });
+      this.nodeBudgetCounters.set(id, counter);
+    }
+    counter.inc();
+  }
   /** Its children by event: with leases on, every admitted write counts a spent point. */
   private readonly leaseCounters = new Map<LeaseEvent, Counter.Internal>();
 

@@ -3,7 +3,7 @@
  * with the gateway's limits merged into `limitation` (the stricter of the two wherever both
  * set one). Pure: the fetching is in relay-info.ts.
  */
-import type { GatewayConfig, Limit } from '../config/schema.js';
+import type { GatewayConfig } from '../config/schema.js';
 
 /**
  * Settings another part of the gateway may define (NIP-13 proof of work, NIP-42 AUTH,
@@ -20,12 +20,30 @@ export interface GatewayLimits {
   /** limits.maxFrameBytes: the largest message the gateway passes on. */
   maxFrameBytes: number;
   nostr: GatewayConfig['nostr'];
-  /** The default tier's write quota, when quotas are on. */
-  writeQuota?: Limit;
+  /** The default tier's write quota in force on the node, when quotas are on. */
+  writeQuota?: CurrentQuota;
+  /** The node's write budget (upstreams[].writeBudget), when it has one and quotas are on. */
+  nodeBudget?: CurrentQuota & { inForce: boolean };
 }
 
-/** Vendor key of the default tier's write quota (NIP-11 has no field for rates). */
+/** A quota as in force now: points per window at the node's multiplier, and its base. */
+export interface CurrentQuota {
+  points: number;
+  windowSec: number;
+  basePoints: number;
+  multiplier: number;
+}
+
+/**
+ * Vendor key of the default tier's write quota in force (NIP-11 has no field for rates):
+ * base x the node's current multiplier, with both.
+ */
 export const WRITE_QUOTA_KEY = 'sluice_write_quota';
+/**
+ * Vendor key of the node's write budget, for all clients together: in force (`in_force`)
+ * only while the node's multiplier is below 1.
+ */
+export const NODE_BUDGET_KEY = 'sluice_node_write_budget';
 
 function positiveNumber(value: unknown): number | undefined {
   return typeof value === 'number' && Number.isFinite(value) && value > 0 ? value : undefined;
@@ -70,11 +88,21 @@ export function mergeRelayInfo(
   if (subscriptions !== undefined) limitation.max_subscriptions = subscriptions;
 
   const merged: Record<string, unknown> = { ...relayDoc, limitation };
-  if (gateway.writeQuota) {
-    merged[WRITE_QUOTA_KEY] = {
-      points: gateway.writeQuota.points,
-      window_sec: gateway.writeQuota.windowSec,
+  if (gateway.writeQuota) merged[WRITE_QUOTA_KEY] = quotaFields(gateway.writeQuota);
+  if (gateway.nodeBudget) {
+    merged[NODE_BUDGET_KEY] = {
+      ...quotaFields(gateway.nodeBudget),
+      in_force: gateway.nodeBudget.inForce,
     };
   }
   return merged;
+}
+
+function quotaFields(q: CurrentQuota): Record<string, number> {
+  return {
+    points: q.points,
+    window_sec: q.windowSec,
+    base_points: q.basePoints,
+    multiplier: q.multiplier,
+  };
 }

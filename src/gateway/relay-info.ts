@@ -8,6 +8,7 @@ import { LRUCache } from 'lru-cache';
 import type { Problem } from '../quota/responses.js';
 import type { GatewayContext } from './context.js';
 import { mergeRelayInfo } from './relay-info-document.js';
+import type { GatewayLimits } from './relay-info-document.js';
 import type { ForwardRoute } from './http-forward.js';
 
 /** The largest relay document read; past it the fetch is abandoned (502). */
@@ -129,6 +130,26 @@ export type RelayInfoAnswer =
   | { status: 200; headers: Record<string, string>; body: string }
   | { status: 502; headers: Record<string, string>; problem: Problem };
 
+/** The default tier's write quota and the node's budget in force on `nodeId` now. */
+function currentQuotas(
+  ctx: GatewayContext,
+  nodeId: string,
+): Pick<GatewayLimits, 'writeQuota' | 'nodeBudget'> {
+  const out: Pick<GatewayLimits, 'writeQuota' | 'nodeBudget'> = {};
+  const quota = ctx.decider.effectiveLimit(ctx.policy.defaultTier, 'write', nodeId);
+  if (quota) {
+    out.writeQuota = {
+      points: quota.points,
+      windowSec: quota.base.windowSec,
+      basePoints: quota.base.points,
+      multiplier: quota.multiplier,
+    };
+  }
+  const budget = ctx.decider.nodeBudgetNow(nodeId);
+  if (budget) out.nodeBudget = budget;
+  return out;
+}
+
 /** The merged document for an admitted NIP-11 request, or a 502 naming what failed. */
 export async function relayInfoAnswer(
   ctx: GatewayContext,
@@ -149,12 +170,11 @@ export async function relayInfoAnswer(
     };
   }
   const { config } = ctx;
+  // Merged at answer time, after the cache: the quotas shown follow the node's multiplier now.
   const doc = mergeRelayInfo(fetched.doc, {
     maxFrameBytes: config.limits.maxFrameBytes,
     nostr: config.nostr,
-    writeQuota: config.quotas.enabled
-      ? ctx.policy.limitOf(ctx.policy.defaultTier, 'write')
-      : undefined,
+    ...(config.quotas.enabled ? currentQuotas(ctx, route.node.id) : {}),
   });
   return {
     status: 200,

@@ -96,6 +96,9 @@ export async function buildGateway(
     workers: workerCount(config.workers),
     onLeasePoints: (event, points) => metrics.countLeasePoints(event, points),
     onLeaseReturnFailed: (err) => log.warn({ err }, 'quota lease hand-back failed'),
+    writeBudgets: new Map(
+      config.upstreams.flatMap((u) => (u.writeBudget ? [[u.id, u.writeBudget] as const] : [])),
+    ),
   });
   const ctx: GatewayContext = {
     config,

@@ -1,5 +1,5 @@
 import { DEFAULT_MAX_TRACKED_CLIENTS } from '../config/schema.js';
-import type { GatewayConfig, Limit } from '../config/schema.js';
+import type { GatewayConfig, Limit, WriteBudget } from '../config/schema.js';
 import type { MultiplierBoard } from '../pressure/follower/board.js';
 import { InMemoryBlocks } from '../store/blocks.js';
 import { StoreError } from '../store/index.js';
@@ -8,6 +8,8 @@ import { WindowCounters } from '../util/window-counters.js';
 import { LeaseBook } from './leases.js';
 import type { LeaseEvent, LeaseSnapshot } from './leases.js';
 import { effectivePoints, insuredPoints, quantiseMultiplier, secondsUntil } from './limits.js';
+import { NODE_BUDGET_POLICY, NodeBudgets, budgetPoints } from './node-budget.js';
+import type { NodeBudgetState } from './node-budget.js';
 import type { Identity, Policy } from './policy.js';
 
 /**
@@ -31,7 +33,7 @@ export interface QuotaDecision {
   outcome: Outcome;
   /** Forward the request (true) or answer it at the gateway (false). */
   admitted: boolean;
-  /** The policy name shown in RateLimit headers: "writes" or "reads". */
+  /** The policy name shown in RateLimit headers: "writes", "reads" or "node-budget". */
   policy: string;
   limit: number;
   windowSec: number;
@@ -73,6 +75,8 @@ export interface DeciderOptions {
   onLeasePoints?: (event: LeaseEvent, points: number) => void;
   /** A lease hand-back that failed (its points lapse with their window). */
   onLeaseReturnFailed?: (err: unknown) => void;
+  /** Write budgets by relay node (upstreams[].writeBudget); fixed for the process. */
+  writeBudgets?: ReadonlyMap<string, WriteBudget>;
 }
 
 /**
@@ -97,6 +101,8 @@ export class QuotaDecider {
   private leases: LeaseBook | undefined;
   /** The idle time and holders the book was made with. */
   private leaseShape = '';
+  /** The nodes' write budgets and their counters. */
+  private readonly nodeBudgets: NodeBudgets;
 
   constructor(
     private readonly store: Store,
@@ -108,6 +114,7 @@ export class QuotaDecider {
     this.observer = options.observer ?? { storeCall: () => undefined };
     this.now = options.now ?? Date.now;
     this.maxTrackedClients = options.maxTrackedClients ?? DEFAULT_MAX_TRACKED_CLIENTS;
+    this.nodeBudgets = new NodeBudgets(store, options.writeBudgets ?? new Map(), this.now);
     this.syncLeases();
     // A lower multiplier clips the leases held for its node at once, not at their next write.
     board.onChange((m) => {
@@ -151,6 +158,7 @@ export class QuotaDecider {
   reload(settings: QuotaSettings): void {
     this.settings = settings;
     this.limiters.clear();
+    this.nodeBudgets.reload(settings.keyPrefix);
     this.syncLeases();
     // Insurance counters and blocks are kept: a reload must not hand every client a fresh
     // share. Those of prefixes no longer in use (another keyPrefix) are dropped.
@@ -165,7 +173,7 @@ export class QuotaDecider {
    * The limit in force for a tier, class and node: base x the node's quantised multiplier.
    * Undefined when the class is free in that tier.
    */
-  private effectiveLimit(tier: string, cls: 'write' | 'read', nodeId: string) {
+  effectiveLimit(tier: string, cls: 'write' | 'read', nodeId: string) {
     const base = this.policy.limitOf(tier, cls);
     if (!base) return undefined;
     const step = this.settings.multiplierStep;
@@ -281,6 +289,144 @@ export class QuotaDecider {
       multiplier,
       fromMemory: true,
     };
+  }
+
+  /**
+   * The node's write budget, for a write its sender's own cap has admitted (call it after
+   * every per-client charge of the write, once). Null when nothing is charged: quotas off,
+   * a free write, a node without a budget or at m = 1 (no round trip, the hot path as
+   * without budgets), an allow-listed sender or a tier whose writes are free. Otherwise one
+   * plain consume of the write's cost from the node's counter in Valkey, leases on or off
+   * (a lease of a budget every gateway shares would strand points the node needs).
+   */
+  /**
+   * Whether writes to the node are charged to its budget now (it has one, quotas are on and
+   * its multiplier is below 1): a synchronous check, so that the common case, m = 1, costs
+   * the caller no promise.
+   */
+  chargesNode(nodeId: string): boolean {
+    if (!this.settings.enabled || !this.nodeBudgets.get(nodeId)) return false;
+    return quantiseMultiplier(this.board.get(nodeId).value, this.settings.multiplierStep) < 1;
+  }
+
+  async decideNode(req: QuotaRequest): Promise<QuotaDecision | null> {
+    const budget = this.nodeBudgets.get(req.nodeId);
+    if (!budget || req.cls !== 'write' || req.cost <= 0 || !this.settings.enabled) return null;
+    const step = this.settings.multiplierStep;
+    const multiplier = quantiseMultiplier(this.board.get(req.nodeId).value, step);
+    const points = budgetPoints(budget, multiplier, step);
+    if (points === undefined) return null;
+    if (this.policy.isAllowListed([req.ip, req.identity.raw])) return null;
+    if (!this.policy.limitOf(req.identity.tier, 'write')) return null;
+    const shape: DecisionShape = {
+      policy: NODE_BUDGET_POLICY,
+      limit: points,
+      windowSec: budget.windowSec,
+      multiplier,
+    };
+    if (points === 0) {
+      // m = 0: the node takes no writes at all; nothing to count, and it may rise any time.
+      return {
+        ...shape,
+        outcome: 'limited',
+        admitted: false,
+        remaining: 0,
+        resetSec: 1,
+        fromMemory: true,
+      };
+    }
+    if (this.now() >= this.storeDownUntil) {
+      const started = performance.now();
+      try {
+        const d = await this.nodeBudgets.consume(
+          req.nodeId,
+          budget,
+          points,
+          req.cost,
+          this.settings,
+        );
+        if (d.roundTrip) this.observer.storeCall((performance.now() - started) / 1000, true);
+        return {
+          ...shape,
+          outcome: d.allowed ? 'allowed' : 'limited',
+          admitted: d.allowed,
+          remaining: d.remaining,
+          resetSec: secondsUntil(d.msBeforeNext),
+          fromMemory: d.fromMemory,
+        };
+      } catch (err) {
+        if (!(err instanceof StoreError)) throw err;
+        this.observer.storeCall((performance.now() - started) / 1000, false);
+        this.storeDownUntil = this.now() + this.settings.retryStoreAfterMs;
+      }
+    }
+    // Valkey down: as for client quotas (quotas.onStoreFailure). insure: this gateway's share
+    // of the budget in memory, so the node stays protected; open: admitted, counted as error;
+    // closed: refused as the gateway's own failure (503), never a 429.
+    const mode = this.settings.onStoreFailure;
+    if (mode !== 'insure') {
+      const admitted = mode === 'open';
+      return { ...shape, outcome: 'error', admitted, remaining: 0, resetSec: 1, fromMemory: false };
+    }
+    const share = insuredPoints(points, this.settings.gateways);
+    const v = this.nodeBudgets.insure(req.nodeId, budget, share, req.cost);
+    return {
+      ...shape,
+      limit: share,
+      outcome: 'insured',
+      admitted: v.admitted,
+      remaining: v.remaining,
+      resetSec: secondsUntil(v.msBeforeNext),
+      fromMemory: false,
+    };
+  }
+
+  /**
+   * A node's write budget now, without a round trip: the points per window in force (the base
+   * at m = 1, where it is not in force), its window and the quantised multiplier. Undefined
+   * when the node has none.
+   */
+  nodeBudgetNow(nodeId: string):
+    | {
+        points: number;
+        windowSec: number;
+        basePoints: number;
+        multiplier: number;
+        inForce: boolean;
+      }
+    | undefined {
+    const budget = this.nodeBudgets.get(nodeId);
+    if (!budget) return undefined;
+    const step = this.settings.multiplierStep;
+    const multiplier = quantiseMultiplier(this.board.get(nodeId).value, step);
+    const points = budgetPoints(budget, multiplier, step);
+    return {
+      points: points ?? budget.points,
+      windowSec: budget.windowSec,
+      basePoints: budget.points,
+      multiplier,
+      inForce: points !== undefined,
+    };
+  }
+
+  /**
+   * Each node's write budget now (admin view): the base, and under pressure the points in
+   * force and what Valkey counts of them this window.
+   */
+  async nodeBudgetState(nodeId: string): Promise<NodeBudgetState | undefined> {
+    const budget = this.nodeBudgets.get(nodeId);
+    const now = this.nodeBudgetNow(nodeId);
+    if (!budget || !now) return undefined;
+    const points = now.inForce ? now.points : undefined;
+    const state = { ...budget, inForce: now.inForce, effective: now.points };
+    if (points === undefined || points === 0 || this.storeDown) return { ...state, consumed: null };
+    try {
+      const d = await this.nodeBudgets.peek(nodeId, budget, points, this.settings);
+      return { ...state, consumed: d?.consumed ?? 0 };
+    } catch (err) {
+      if (!(err instanceof StoreError)) throw err;
+      return { ...state, consumed: null };
+    }
   }
 
   /** True while Valkey is being skipped after a failure. */

@@ -1,4 +1,5 @@
 import type { QuotaDecision } from './decider.js';
+import { NODE_BUDGET_POLICY } from './node-budget.js';
 
 /**
  * What clients are told of quotas, in one module: the header fields and problem types of
@@ -24,22 +25,30 @@ export function retryAfterSec(d: QuotaDecision): number {
 /**
  * RateLimit-Policy and RateLimit as structured-field lists: the policy name, q quota, w
  * window, r remaining, t seconds until more. The limit shown is the effective one (base x
- * multiplier): servers may lower it at will. The legacy X-RateLimit-* fields carry the same
- * numbers (Reset in seconds from now, as t).
+ * multiplier): servers may lower it at will. With `node` (a write charged to its relay node's
+ * budget under pressure) both lists carry a second item, "node-budget"; Retry-After and the
+ * legacy fields follow the one that refused (else the client's). The legacy X-RateLimit-*
+ * fields carry the same numbers (Reset in seconds from now, as t).
  */
 export function rateLimitHeaders(
   d: QuotaDecision,
   options: HeaderOptions = {},
+  node?: QuotaDecision,
 ): Record<string, string> {
-  const headers: Record<string, string> = {
-    'ratelimit-policy': `"${d.policy}";q=${d.limit};w=${d.windowSec}`,
-    ratelimit: `"${d.policy}";r=${d.remaining};t=${d.resetSec}`,
-  };
-  if (!d.admitted) headers['retry-after'] = String(retryAfterSec(d));
+  let policy = `"${d.policy}";q=${d.limit};w=${d.windowSec}`;
+  let state = `"${d.policy}";r=${d.remaining};t=${d.resetSec}`;
+  let binding = d;
+  if (node) {
+    policy += `, "${node.policy}";q=${node.limit};w=${node.windowSec}`;
+    state += `, "${node.policy}";r=${node.remaining};t=${node.resetSec}`;
+    if (d.admitted && !node.admitted) binding = node;
+  }
+  const headers: Record<string, string> = { 'ratelimit-policy': policy, ratelimit: state };
+  if (!binding.admitted) headers['retry-after'] = String(retryAfterSec(binding));
   if (options.legacy) {
-    headers['x-ratelimit-limit'] = String(d.limit);
-    headers['x-ratelimit-remaining'] = String(d.remaining);
-    headers['x-ratelimit-reset'] = String(d.resetSec);
+    headers['x-ratelimit-limit'] = String(binding.limit);
+    headers['x-ratelimit-remaining'] = String(binding.remaining);
+    headers['x-ratelimit-reset'] = String(binding.resetSec);
   }
   return headers;
 }
@@ -59,9 +68,24 @@ export function isCapacityRefusal(d: QuotaDecision): boolean {
   return !d.admitted && d.outcome !== 'error' && d.multiplier === 0;
 }
 
+/**
+ * A write refused by a rate limit while its node's multiplier is below 1 (and above 0): the
+ * client's lowered cap or the node's budget. Clients are told the relay is under memory
+ * pressure, so that well-written ones back off rather than retry into the flood.
+ */
+export function isPressureRefusal(d: QuotaDecision): boolean {
+  return (
+    !d.admitted &&
+    d.outcome !== 'error' &&
+    d.multiplier > 0 &&
+    d.multiplier < 1 &&
+    (d.policy === 'writes' || d.policy === NODE_BUDGET_POLICY)
+  );
+}
+
 /** The application/problem+json body of a refusal by quota: 429, or 503 at multiplier 0. */
 export function quotaProblem(d: QuotaDecision): Problem {
-  const noun = d.policy === 'writes' ? 'write' : 'read';
+  const noun = d.policy === 'reads' ? 'read' : 'write';
   const retryAfter = retryAfterSec(d);
   if (isCapacityRefusal(d)) {
     return {
@@ -77,10 +101,21 @@ export function quotaProblem(d: QuotaDecision): Problem {
     type: QUOTA_EXCEEDED,
     title: 'Too Many Requests',
     status: 429,
-    detail: `${noun} quota of ${d.limit} per ${d.windowSec} s used up for this client; retry in ${retryAfter} s`,
+    detail: `${quotaDetail(d, noun)}; retry in ${retryAfter} s`,
     'violated-policies': [d.policy],
     retryAfter,
   };
+}
+
+/** What was used up, in words, saying so when the relay is under memory pressure. */
+function quotaDetail(d: QuotaDecision, noun: string): string {
+  if (d.policy === NODE_BUDGET_POLICY) {
+    return `relay under memory pressure: the relay node's write budget of ${d.limit} per ${d.windowSec} s, for all clients together, is used up`;
+  }
+  const used = `${noun} quota of ${d.limit} per ${d.windowSec} s used up for this client`;
+  return isPressureRefusal(d)
+    ? `relay under memory pressure: ${used} (lowered while the pressure lasts)`
+    : used;
 }
 
 /** The body of a 503 when quotas cannot be checked and the gateway fails closed. */
@@ -101,5 +136,6 @@ export function nostrRejection(d: QuotaDecision): string {
   if (isCapacityRefusal(d)) {
     return `rate-limited: the relay is short of capacity and takes no writes now; retry in ${retry}s`;
   }
+  if (isPressureRefusal(d)) return `rate-limited: relay under memory pressure, retry in ${retry}s`;
   return `rate-limited: write quota of ${d.limit} per ${d.windowSec}s used up; retry in ${retry}s`;
 }

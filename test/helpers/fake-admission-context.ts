@@ -50,6 +50,11 @@ export class ScriptedDecider {
     });
     return Promise.resolve(decision);
   }
+
+  /** Node budgets are not scripted here: nothing is charged to them (test/node-budget*). */
+  chargesNode(): boolean {
+    return false;
+  }
 }
 
 function decisionOf(answer: ScriptedAnswer, req: QuotaRequest): QuotaDecision | null {

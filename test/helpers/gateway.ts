@@ -23,7 +23,7 @@ export interface GatewayUnderTest {
 export async function startGateway(
   client: ClientKind,
   mode: Topology,
-  upstreams: { id: string; url: string }[],
+  upstreams: { id: string; url: string; writeBudget?: { points: number; windowSec?: number } }[],
   settings: Record<string, unknown> = {},
   valkeyNodes?: string[],
 ): Promise<GatewayUnderTest> {
@@ -51,12 +51,14 @@ export async function startGateway(
 
 /**
  * A reference relay (node id relay-a) and a gateway process in front of it (iovalkey on
- * standalone, `settings` over startGateway's; the relay takes `relayArgs`), for the enclosing suite: started before its
+ * standalone, `settings` over startGateway's; the relay takes `relayArgs`, its upstream
+ * entry `upstream`, e.g. a writeBudget), for the enclosing suite: started before its
  * first test, stopped after its last.
  */
 export function suiteRelayAndGateway(
   settings: Record<string, unknown>,
   relayArgs: string[] = [],
+  upstream: Record<string, unknown> = {},
 ): {
   relay(): RelayProcess;
   gw(): GatewayUnderTest;
@@ -68,7 +70,7 @@ export function suiteRelayAndGateway(
     gw = await startGateway(
       'iovalkey',
       'standalone',
-      [{ id: 'relay-a', url: relay.url }],
+      [{ id: 'relay-a', url: relay.url, ...upstream }],
       settings,
     );
   });
