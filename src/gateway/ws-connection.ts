@@ -54,6 +54,10 @@ export class ProxiedConnection {
   private readonly facts: ConnectionFacts;
   /** The relay socket is kept open after the client's close until this fires (or settled). */
   private settleTimer: NodeJS.Timeout | undefined;
+  /** The client is gone and the relay socket stays only for the answers still awaited. */
+  private lingering = false;
+  /** The client went while a frame was being decided: what to close the relay socket with. */
+  private upstreamCloseAfterDrain: { code: number; reason: string } | undefined;
 
   constructor(
     private readonly client: WebSocket,
@@ -71,7 +75,8 @@ export class ProxiedConnection {
       const { session } = this.facts;
       if (!isBinary && session.following) {
         for (const action of session.relay(toBuffer(data))) this.act(action);
-        if (this.closed && session.awaitingCount === 0) this.closeUpstream(1000, 'client closed');
+        if (this.lingering && session.awaitingCount === 0)
+          this.closeUpstream(1000, 'client closed');
       }
       this.toClient(data, isBinary);
     });
@@ -118,6 +123,11 @@ export class ProxiedConnection {
       }
     }
     this.draining = false;
+    const pending = this.upstreamCloseAfterDrain;
+    if (pending) {
+      this.upstreamCloseAfterDrain = undefined;
+      this.settleUpstream(pending.code, pending.reason);
+    }
   }
 
   private async handle(data: Buffer, isBinary: boolean): Promise<void> {
@@ -215,18 +225,28 @@ export class ProxiedConnection {
     this.queue.length = 0;
     if (initiator !== 'client') closeSocket(this.client, code, reason);
     if (initiator !== 'upstream') {
-      if (this.facts.session.awaitingCount > 0 && this.upstream.readyState === this.upstream.OPEN) {
-        // Events await the relay's answer: it still comes, and settles their charges.
-        this.upstream.resume();
-        this.settleTimer = setTimeout(
-          () => this.closeUpstream(code, reason),
-          SETTLE_AFTER_CLOSE_MS,
-        ).unref();
-      } else {
-        this.closeUpstream(code, reason);
-      }
+      // A frame being decided may still go to the relay: settle once it has.
+      if (this.draining) this.upstreamCloseAfterDrain = { code, reason };
+      else this.settleUpstream(code, reason);
     }
     this.onGone();
+  }
+
+  /**
+   * The client is gone: close the relay socket, unless events await the relay's answer,
+   * which still comes and settles their charges (bounded by SETTLE_AFTER_CLOSE_MS).
+   */
+  private settleUpstream(code: number, reason: string): void {
+    if (this.facts.session.awaitingCount === 0 || this.upstream.readyState !== this.upstream.OPEN) {
+      this.closeUpstream(code, reason);
+      return;
+    }
+    this.lingering = true;
+    this.upstream.resume();
+    this.settleTimer = setTimeout(
+      () => this.closeUpstream(code, reason),
+      SETTLE_AFTER_CLOSE_MS,
+    ).unref();
   }
 
   private closeUpstream(code: number, reason: string): void {
