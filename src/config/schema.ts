@@ -356,6 +356,15 @@ export const GatewayConfigSchema = z
           maxInvalidEvents: positiveInt.default(10),
           /** Write points per EVENT by kind and size (HTTP routes keep their own `cost`). */
           costs: EventCosts.prefault({}),
+          /**
+           * Paths where a POST carries one Nostr event (the reference relay's HTTP write):
+           * judged by the same event policy as a WebSocket EVENT (kinds, proof of work, costs,
+           * the author's quota) instead of by its route. [] judges them as any HTTP write.
+           */
+          httpEventPaths: z
+            .array(z.string().startsWith('/'))
+            .default(['/events'])
+            .describe('POST paths whose body is one Nostr event, judged as a WebSocket EVENT'),
           /** Kinds answered `blocked:` and never forwarded, e.g. [4, "1000-1999"]. */
           blockedKinds: z.array(KindSpec).default([]),
           /**

@@ -42,6 +42,8 @@ export interface HttpFacts extends SenderFacts {
   url: string | undefined;
   /** Declared Content-Length; NaN or undefined when absent. */
   contentLength?: number;
+  /** The body of a request on a path that takes one Nostr event (nostr.httpEventPaths). */
+  eventBody?: Buffer;
 }
 
 export type HttpVerdict =
@@ -51,6 +53,8 @@ export type HttpVerdict =
       target: RequestTarget;
       /** RateLimit headers to add to the relay's answer. */
       headers: Record<string, string>;
+      /** Call when the relay accepted the request (a 2xx): an HTTP event's id is claimed. */
+      onAccepted?: () => void;
     }
   | { action: 'answer'; problem: Problem; headers: Record<string, string> };
 
@@ -73,6 +77,9 @@ export interface FrameVerdict {
 }
 
 const FORWARD: FrameVerdict = { forward: true };
+
+/** Where a charge is made: the client's address and its relay node. */
+type Where = Pick<ConnectionFacts, 'ip' | 'nodeId'>;
 
 /**
  * Events per connection awaiting the relay's OK (to charge their author or claim their id),
@@ -158,6 +165,7 @@ export class Admission {
       );
     }
     if (cls === 'exempt') return { action: 'forward', node, target, headers: {} };
+    if (facts.eventBody !== undefined) return this.httpEvent(facts, facts.eventBody, node, target);
     const decided = await ctx.decider.decide({
       identity,
       ip: facts.ip,
@@ -184,6 +192,78 @@ export class Admission {
     return refusal.outcome === 'error'
       ? answer(storeUnavailableProblem(), { 'retry-after': '1' })
       : answer(quotaProblem(refusal), headers);
+  }
+
+  /**
+   * An event written over HTTP (POST to one of nostr.httpEventPaths): the same event policy
+   * as a WebSocket EVENT (kinds, proof of work, costs), charged to the sender, then verified
+   * and charged to its author unless some gateway saw the relay accept it; its id is claimed
+   * once the relay accepts it (a 2xx).
+   */
+  private async httpEvent(
+    facts: HttpFacts,
+    body: Buffer,
+    node: UpstreamState,
+    target: RequestTarget,
+  ): Promise<HttpVerdict> {
+    const { ctx } = this;
+    const invalid = (detail: string) =>
+      answer(problemOf(400, 'invalid-event', 'Bad Request', `invalid: ${detail}`));
+    let raw: unknown;
+    try {
+      raw = JSON.parse(body.toString('utf8'));
+    } catch {
+      return invalid('the body is not JSON');
+    }
+    const parsed = parseEvent(raw);
+    if (parsed.type === 'BAD_EVENT') return invalid(parsed.reason);
+    const { event } = parsed;
+    const judged = this.eventPolicy.judge(event, body.length);
+    if (judged.refused !== undefined) {
+      ctx.metrics.frames.inc({ type: judged.metric });
+      return answer(problemOf(403, 'event-refused', 'Forbidden', judged.refused));
+    }
+    const sender = this.sender(facts);
+    const conn = { ip: facts.ip, nodeId: node.id };
+    const refusal = async (identity: Identity): Promise<HttpVerdict | undefined> => {
+      if (judged.cost === 0) return undefined;
+      const decided = await ctx.decider.decide({
+        identity,
+        ip: facts.ip,
+        cls: 'write',
+        cost: judged.cost,
+        nodeId: node.id,
+      });
+      if (!decided) return undefined;
+      const decision = this.judged(decided, identity, 'write', node.id);
+      if (decision.admitted) return undefined;
+      return decision.outcome === 'error'
+        ? answer(storeUnavailableProblem(), { 'retry-after': '1' })
+        : answer(quotaProblem(decision), rateLimitHeaders(decision, ctx.config.quotas.headers));
+    };
+    const refusedSender = await refusal(sender);
+    if (refusedSender) return refusedSender;
+    if (judged.forged) return invalid('event id does not match its content');
+    const { nostr, identity, quotas } = ctx.config;
+    const charged = quotas.enabled && identity.order.includes('pubkey');
+    if ((charged || nostr.verify === 'always') && !verifySignature(event)) {
+      return invalid('event id or signature does not verify');
+    }
+    let onAccepted: (() => void) | undefined;
+    // A replay of an event a relay accepted is the relay's to answer (duplicate), free.
+    if (charged && (await this.seen(event.id)) !== true) {
+      const refusedAuthor = await refusal(this.author(event.pubkey));
+      if (refusedAuthor) return refusedAuthor;
+      const claim = { type: 'claim', id: event.id, pubkey: event.pubkey } as const;
+      onAccepted = () => {
+        this.act(conn, claim).catch(() => undefined);
+      };
+    }
+    const budget = await this.nodeBudgetRefusal(sender, conn, judged.cost);
+    if (budget !== undefined) {
+      return answer(problemOf(429, 'rate-limited', 'Too Many Requests', budget));
+    }
+    return { action: 'forward', node, target, headers: {}, onAccepted };
   }
 
   async frame(conn: ConnectionFacts, data: Buffer, isBinary: boolean): Promise<FrameVerdict> {
@@ -262,7 +342,7 @@ export class Admission {
    * Do what a session asks after a relay message or the relay socket's close: charge an
    * author, claim an id. Frames to the relay are the caller's (it holds the socket).
    */
-  async act(conn: ConnectionFacts, action: SessionAction): Promise<void> {
+  async act(conn: Where, action: SessionAction): Promise<void> {
     const { ctx } = this;
     switch (action.type) {
       case 'charge-author':
@@ -444,7 +524,7 @@ export class Admission {
    */
   private async charge(
     identity: Identity,
-    conn: ConnectionFacts,
+    conn: Where,
     cls: 'write' | 'read',
     cost: number,
   ): Promise<string | undefined> {
@@ -482,7 +562,7 @@ export class Admission {
   /** Undefined when the node's budget admits the write, else the NIP-01 message. */
   private async nodeBudgetRefusal(
     sender: Identity,
-    conn: ConnectionFacts,
+    conn: Where,
     cost: number,
   ): Promise<string | undefined> {
     const pending =

@@ -10,7 +10,7 @@ import { makeAuthEvent } from 'nostr-tools/nip42';
 import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import type { Event } from 'nostr-tools/pure';
 import { WebSocketServer } from 'ws';
-import { startGateway, writesConsumed } from '../helpers/gateway.js';
+import { request, startGateway, writesConsumed } from '../helpers/gateway.js';
 import type { GatewayUnderTest } from '../helpers/gateway.js';
 import { relayHas, signedEvent } from '../helpers/nostr-events.js';
 import { nostrSuite } from '../helpers/nostr-suite.js';
@@ -233,5 +233,39 @@ describe('attack 5: subscription caps count what the relay holds', { timeout: 90
       await client.until(`REQ ${id}`, answered(id));
     }
     assert.ok(relay.maxHeld <= 2, `the relay held ${relay.maxHeld} subscriptions, cap 2`);
+  });
+});
+
+describe('attack 6: one event policy over HTTP and WebSocket', { timeout: 90_000 }, () => {
+  const suite = nostrSuite({
+    client: 'iovalkey',
+    mode: 'standalone',
+    limit: LIMIT,
+    settings: { identity: { order: ['pubkey', 'ip'] }, nostr: { blockedKinds: [4] } },
+  });
+  const post = (event: Event, from: string) =>
+    request(`${suite.gw().url}/events`, {
+      method: 'POST',
+      body: JSON.stringify(event),
+      from,
+    });
+
+  it('refuses over POST /events what it refuses over WebSocket', async () => {
+    const blocked = signedEvent(4, 'a DM the operator does not take');
+    const res = await post(blocked, '127.0.21.9');
+    assert.equal(res.status, 403, res.body);
+    assert.match(res.body, /blocked: events of kind 4/);
+    assert.equal(await relayHas(suite.relay().url, blocked.id), false);
+  });
+
+  it('charges the author of an HTTP event once; a replay over HTTP is free for it', async () => {
+    const sk = generateSecretKey();
+    const event = signedEvent(1, 'over HTTP', sk);
+    assert.equal((await post(event, '127.0.21.10')).status, 200);
+    // The replay goes to Valkey after the claim (one client, in order): it is found seen.
+    assert.equal((await post(event, '127.0.21.11')).status, 200);
+    assert.equal(await writesConsumed(suite.gw(), `pk:${getPublicKey(sk)}`), 1);
+    const forged = { ...event, content: 'changed' };
+    assert.equal((await post(forged, '127.0.21.10')).status, 400);
   });
 });
