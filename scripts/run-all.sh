@@ -17,8 +17,14 @@ usage: ./scripts/run-all.sh [options]        (no options on a terminal: a menu)
                           leases on) and :cluster (e.g. iovalkey+lease:cluster), comma- or
                           space-separated; or a group: all | standalone | cluster | lease
                           (default all: the three clients without leases, both topologies)
-  --workload W            light | heavy | both | flood | nostr | adaptive | everything,
-                          or a comma list of them (default both)
+  --workload W            light | heavy | both | flood | nostr | adaptive | fleet | spike |
+                          everything, or a comma list of them (default both). fleet: \`sluice
+                          bench fleet\` once (three relays, one degrades; sticky, round-robin
+                          and headroom routing, 90 s each) through the first client on
+                          standalone, into <results>/fleet/ (fleet-bench.json, fleet-bench.md).
+                          spike: \`sluice bench spike\` (reaction time and peak memory when a
+                          relay's memory jumps, the feed's fast tick on and off; about four
+                          minutes, its own table)
   --duration-mode M       dynamic (120 s up to 100 connections, 180 s above, +30 s for cluster)
                           | fixed30 | fixed120 | custom:N (default dynamic)
   --concurrency "N ..."   connection counts (default "50 100")
@@ -73,7 +79,7 @@ menu() {
   echo "sluice benchmark: choose (Enter keeps the default)"
   echo " 1) quick: every client with and without leases, both topologies, about ten minutes"
   echo " 2) standard: light + heavy, 30 s runs, 50 and 100 connections, 3 runs"
-  echo " 3) full: light + heavy + flood + nostr + adaptive, dynamic durations"
+  echo " 3) full: light + heavy + flood + nostr + adaptive + fleet + spike, dynamic durations"
   echo " 4) custom"
   read -r -p "mode [1]: " choice
   case "${choice:-1}" in
@@ -83,7 +89,7 @@ menu() {
     4)
       read -r -p "clients (all|standalone|cluster|lease|list, e.g. iovalkey+lease:cluster) [$clients]: " choice
       clients="${choice:-$clients}"
-      read -r -p "workload (light|heavy|both|flood|nostr|adaptive|everything) [$workload]: " choice
+      read -r -p "workload (light|heavy|both|flood|nostr|adaptive|fleet|spike|everything) [$workload]: " choice
       workload="${choice:-$workload}"
       read -r -p "duration mode (dynamic|fixed30|fixed120|custom:N) [$duration_mode]: " choice
       duration_mode="${choice:-$duration_mode}"
@@ -172,9 +178,9 @@ for w in ${workload//,/ }; do
   case "$w" in
     light | heavy | flood | nostr) workloads+=("$w") ;;
     both) workloads+=(light heavy) ;;
-    adaptive) workloads+=(adaptive) ;;
-    everything) workloads+=(light heavy flood nostr adaptive) ;;
-    *) die "--workload: unknown workload '$w' (light, heavy, both, flood, nostr, adaptive, everything)" ;;
+    adaptive | fleet | spike) workloads+=("$w") ;;
+    everything) workloads+=(light heavy flood nostr adaptive fleet spike) ;;
+    *) die "--workload: unknown workload '$w' (light, heavy, both, flood, nostr, adaptive, fleet, spike, everything)" ;;
   esac
 done
 
@@ -209,6 +215,8 @@ duration_for 50 standalone >/dev/null # validate early
 # Every configuration: "implementation[:cluster] workload connections duration".
 configs=()
 for w in "${workloads[@]}"; do
+  # The fleet and spike benchmarks are commands of their own, run after the configurations.
+  [ "$w" = fleet ] || [ "$w" = spike ] && continue
   if [ "$w" = adaptive ]; then
     # The pressure-feed scenario once per law, through the first chosen client.
     for law in none pid lead; do
@@ -282,7 +290,9 @@ trap 'exit 130' INT TERM
 
 STANDALONE_PORT="${SLUICE_BENCH_STANDALONE_PORT:-6380}"
 CLUSTER_BASE="${SLUICE_BENCH_CLUSTER_BASE:-7200}"
-if [[ " ${modes[*]} " == *" standalone "* ]] && [ -z "$valkey_standalone" ]; then
+needs() { [[ " ${workloads[*]} " == *" $1 "* ]]; }
+# The fleet benchmark runs on standalone whatever the chosen topologies.
+if { [[ " ${modes[*]} " == *" standalone "* ]] || needs fleet || needs spike; } && [ -z "$valkey_standalone" ]; then
   say "starting Valkey standalone on $STANDALONE_PORT"
   own_valkey=1
   "${SLUICE[@]}" valkey start --port "$STANDALONE_PORT"
@@ -294,7 +304,6 @@ if [[ " ${modes[*]} " == *" cluster "* ]] && [ -z "$valkey_cluster" ]; then
   "${SLUICE[@]}" valkey start --cluster --base-port "$CLUSTER_BASE"
   valkey_cluster="127.0.0.1:$CLUSTER_BASE"
 fi
-needs() { [[ " ${workloads[*]} " == *" $1 "* ]]; }
 if [ "$relay_impl" = nostr-rs-relay ]; then
   ensure_nostr_rs_relay
 fi
@@ -332,6 +341,7 @@ relay_note="$relay_impl"
 n_once=0
 for cfg in "${configs[@]}"; do [[ "$cfg" == *\ adaptive-* ]] && n_once=$((n_once + 1)); done
 total=$(( (${#configs[@]} - n_once) * runs + n_once ))
+[ "$total" -gt 0 ] || runs=0 # fleet alone: no configuration to run
 k=0
 failed_runs=0
 bar() { # done total
@@ -340,11 +350,12 @@ bar() { # done total
   printf '[%s%s] %d/%d' "$(printf '%*s' "$filled" '' | tr ' ' '#')" \
     "$(printf '%*s' $((width - filled)) '' | tr ' ' '-')" "$1" "$2"
 }
-say "${#configs[@]} configurations, $runs runs each (adaptive: one per law) = $total runs -> $RESULTS_DIR"
+[ "$total" -eq 0 ] || say "${#configs[@]} configurations, $runs runs each (adaptive: one per law) = $total runs -> $RESULTS_DIR"
 started_at=$(date +%s)
 for run in $(seq 1 "$runs"); do
   mapfile -t order < <(printf '%s\n' "${configs[@]}" | shuf --random-source=<(yes "$seed-$run"))
   for cfg in "${order[@]}"; do
+    [ -n "$cfg" ] || continue # no configurations (spike alone)
     read -r target wl conn dur <<<"$cfg"
     runs_of=$runs
     if [[ "$wl" == adaptive-* ]]; then
@@ -374,8 +385,30 @@ for run in $(seq 1 "$runs"); do
     [ "$rc" -eq 0 ] || failed_runs=$((failed_runs + 1))
   done
 done
-say "runs finished in $(( $(date +%s) - started_at ))s; $failed_runs of $total failed (marked in their files and the report)"
+[ "$total" -eq 0 ] || say "runs finished in $(( $(date +%s) - started_at ))s; $failed_runs of $total failed (marked in their files and the report)"
 
-say "writing the report"
-.venv/bin/python scripts/generate_report.py "$RESULTS_DIR"
-say "report: results/latest/report.html  csv: results/latest/summary.csv"
+fleet_failed=0
+if needs fleet; then
+  fleet_client="${targets[0]%%:*}"
+  fleet_client="${fleet_client%%+*}"
+  say "fleet: sticky, round-robin and headroom routing around a degraded node ($fleet_client, standalone)"
+  "${SLUICE[@]}" bench fleet --valkey "$valkey_standalone" --valkey-client "$fleet_client" \
+    --out "$RESULTS_DIR/fleet" || fleet_failed=1
+  say "fleet: $RESULTS_DIR/fleet/fleet-bench.md"
+fi
+
+spike_failed=0
+if needs spike; then
+  say "spike benchmark (sluice bench spike): fast tick on and off -> $RESULTS_DIR/spike-bench.json"
+  spike_valkey=()
+  [ -n "$valkey_standalone" ] && spike_valkey=(--valkey "$valkey_standalone")
+  "${SLUICE[@]}" bench spike "${spike_valkey[@]}" --out "$RESULTS_DIR" || spike_failed=1
+fi
+
+if [ "$total" -gt 0 ]; then
+  say "writing the report"
+  .venv/bin/python scripts/generate_report.py "$RESULTS_DIR"
+  say "report: results/latest/report.html  csv: results/latest/summary.csv"
+fi
+[ "$fleet_failed" = 0 ] || die "the fleet benchmark failed (see above)"
+[ "$spike_failed" = 0 ] || die "the spike benchmark failed (see above)"

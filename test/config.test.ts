@@ -88,6 +88,23 @@ describe('gateway configuration', { timeout: 30_000 }, () => {
     );
   });
 
+  it('drains connections off a node in trouble only with headroom routing, and off by default', () => {
+    const cfg = loadGatewayConfig({ file: file('drain0.yaml', minimal), env: {} });
+    assert.equal(cfg.pressure.drain.enabled, false);
+    assert.equal(cfg.pressure.drain.sharePerSec, 0.05);
+    const on = 'pressure:\n  drain: { enabled: true }\n';
+    assert.throws(
+      () => loadGatewayConfig({ file: file('drain1.yaml', minimal + on), env: {} }),
+      /pressure\.drain\.enabled: needs routing: headroom \(with sticky routing/,
+    );
+    const ok = loadGatewayConfig({
+      file: file('drain2.yaml', minimal + on + 'routing: headroom\n'),
+      env: {},
+    });
+    assert.equal(ok.routing, 'headroom');
+    assert.equal(ok.pressure.drain.enabled, true);
+  });
+
   it('refuses pubkey identities without signature verification, in either spelling', () => {
     for (const nostr of ['verify: never', 'verifySignatures: false']) {
       const f = file('pk.yaml', minimal + `nostr:\n  ${nostr}\n`);

@@ -5,6 +5,7 @@ import type { ControlLaw } from '../src/pressure/laws/law.js';
 import { createLeadLaw, DEFAULT_LEAD_LAW_PARAMS } from '../src/pressure/laws/lead-law.js';
 import { createPidLaw, delayToMultiplier } from '../src/pressure/laws/pid-law.js';
 import { createPlant, DEFAULT_PLANT_PARAMS, overloadStep, simulate } from '../src/bench/plant.js';
+import { TickPace, paceParams } from '../src/pressure/feed/tick-pace.js';
 import type { PlantParams, Scenario, SimOptions, SimResult } from '../src/bench/plant.js';
 
 /** Each suite's bound (the simulations take well under a second each): a stuck test fails, it does not hang the run. */
@@ -130,6 +131,103 @@ describe('lead law across plants and ticks', BOUND, () => {
     assert.ok(ours.mPeakToPeak <= 0.05 + 1e-9, `ours: m peak-to-peak ${ours.mPeakToPeak}`);
     assert.ok(ours.uPeakToPeak < theirs.uPeakToPeak / 3);
     assert.ok(ours.mChanges * 5 < theirs.mChanges, `${ours.mChanges} vs ${theirs.mChanges}`);
+  });
+});
+
+describe('lead law under the adaptive pace (500 ms, 50 ms from 0.7 x target)', BOUND, () => {
+  const fastPace = () => new TickPace(paceParams(500, 50, 0.7));
+  const cases: [string, Partial<PlantParams>, Partial<SimOptions>][] = [
+    ['the 3x step', {}, {}],
+    ['1% noise on every 50 ms sample', { noise: 0.01 }, {}],
+    ['4x faster fill', { drainBytesPerSec: 4 * DRAIN, baseBytesPerSec: 12 * DRAIN }, {}],
+    ['8x faster fill', { drainBytesPerSec: 8 * DRAIN, baseBytesPerSec: 24 * DRAIN }, {}],
+    ['irregular ticks', {}, { tickJitter: 0.8 }],
+  ];
+  for (const [name, plant, options] of cases) {
+    it(`filters by time: meets every closed-loop target with ${name}`, () => {
+      const r = run(createLeadLaw(), plant, { ...options, pace: fastPace() });
+      const s = r.summary;
+      assert.ok(
+        r.series.filter((p) => p.t >= s.window.from).length > 1000,
+        'the fast pace ran (50 ms ticks)',
+      );
+      assert.ok(s.peakOverBandTop <= 1.05, `peak ${s.peakOverBandTop}`);
+      assert.ok(s.settleSec !== null && s.settleSec <= 60, `settled after ${s.settleSec} s`);
+      assert.equal(s.emergencyEntries, 0);
+      assert.ok(s.mPeakToPeak <= 0.3, `m peak-to-peak ${s.mPeakToPeak}`);
+      assert.ok(s.uPeakToPeak <= 0.1, `u peak-to-peak ${s.uPeakToPeak}`);
+      assert.ok(s.acceptedRatio >= 0.85, `accepted ${s.acceptedRatio}`);
+      // Twenty samples a second must not mean twenty times the published changes.
+      assert.ok(s.mChanges <= 30, `${s.mChanges} changes in 120 s`);
+    });
+  }
+
+  it('acts on a sudden spike at the first fast tick, where the slow pace waits for its tick', () => {
+    // Pressure already up (u 0.75, a store holding memory), writes near the drain; then a
+    // spike of 0.6 x the headroom left, 20 ms after a slow tick.
+    const target = DEFAULT_PLANT_PARAMS.targetBytes;
+    const at = 30.02;
+    const spike: Scenario = {
+      name: 'spike under pressure',
+      overload: { from: 30, to: 60 },
+      load: (t) => ({
+        offeredBytesPerSec: 0.9 * DRAIN,
+        spikeBytes: 0.15 * target + (t >= at && t < 50 ? 0.6 * 0.25 * target : 0),
+      }),
+    };
+    const firstDrop = (r: SimResult) => {
+      const before = r.series.filter((p) => p.t < at).at(-1)!;
+      const drop = r.series.find((p) => p.t >= at && p.m < before.m);
+      assert.ok(drop, 'the multiplier drops');
+      return drop.t - at;
+    };
+    const slow = run(createLeadLaw(), {}, { durationSec: 80 }, spike);
+    const fast = run(createLeadLaw(), {}, { durationSec: 80, pace: fastPace() }, spike);
+    assert.ok(firstDrop(fast) <= 0.05 + 1e-9, `fast: dropped after ${firstDrop(fast)} s`);
+    assert.ok(firstDrop(slow) >= 0.4, `slow: dropped after ${firstDrop(slow)} s`);
+    for (const r of [slow, fast]) {
+      assert.ok(r.summary.peakU <= 1.1, `peak ${r.summary.peakU}`);
+      assert.equal(r.summary.emergencyEntries, 0);
+    }
+  });
+});
+
+describe('jump term', BOUND, () => {
+  /** m after `ticks` 50 ms samples of 0.76, then the first sample of 0.90. */
+  const afterJump = (params = {}) => {
+    const law = createLeadLaw(params);
+    let t = 0;
+    let before = 1;
+    for (; t < 30; t += 0.05) before = law.step({ t, u: 0.76 }).m;
+    return { before, after: law.step({ t, u: 0.9 }) };
+  };
+
+  it('acts on a spike at the first sample that sees it', () => {
+    const { before, after } = afterJump();
+    assert.equal(before, 0.8);
+    assert.ok(after.uhat >= 0.85 - 1e-9, `uhat ${after.uhat}`);
+    assert.ok(after.m <= 0.5, `m ${after.m}`);
+    // Without it the 1.5 s filter and the slope move m one grid step at most on that sample.
+    const off = afterJump({ jumpU: 1e9 }).after;
+    assert.ok(off.m >= 0.75, `filter alone: m ${off.m}`);
+  });
+
+  it('is never tripped by noise, and a ramp is predicted above its samples anyway', () => {
+    const law = createLeadLaw();
+    let t = 0;
+    let x = 1;
+    for (; t < 60; t += 0.05) {
+      x = (x * 48271) % 2147483647; // a fixed pseudo-random sequence: ±1% around 0.76
+      const u = 0.76 + 0.02 * (x / 2147483647 - 0.5);
+      const out = law.step({ t, u });
+      assert.ok(out.uhat > u - 0.05 + 0.02, `noise reached the jump margin at ${t}`);
+    }
+    const ramp = createLeadLaw();
+    for (t = 0; t < 10; t += 0.05) {
+      const u = 0.5 + 0.04 * t;
+      const out = ramp.step({ t, u });
+      if (t > 5) assert.ok(out.uhat > u, `the prediction leads the ramp at ${t}`);
+    }
   });
 });
 

@@ -1,4 +1,5 @@
 import type { ControlLaw, Mode } from '../pressure/laws/law.js';
+import type { TickPace } from '../pressure/feed/tick-pace.js';
 import { seededRandom } from '../util/random.js';
 
 /**
@@ -214,6 +215,8 @@ export interface SimPoint {
 
 export interface SimOptions {
   tickSec: number;
+  /** An adaptive pace, as the feed runs it: each tick's length from the law's output. */
+  pace?: TickPace;
   durationSec: number;
   /** Ticks vary by up to this fraction of tickSec, seeded (0 = regular). */
   tickJitter?: number;
@@ -288,7 +291,8 @@ export function simulate(
       : undefined;
     const out = law.step({ t, u: seen.u, backlog });
     emergencyEntries = out.emergencyEntries;
-    const dt = Math.min(o.tickSec * (1 + o.tickJitter * (2 * jitter() - 1)), o.durationSec - t);
+    const tickSec = o.pace ? o.pace.update(out) / 1000 : o.tickSec;
+    const dt = Math.min(tickSec * (1 + o.tickJitter * (2 * jitter() - 1)), o.durationSec - t);
     const next = plant.step(dt, out.m);
     drained = next.drainedBytesPerSec;
     peakU = Math.max(peakU, next.uPeak);
@@ -312,7 +316,7 @@ export function simulate(
 function summarise(
   series: SimPoint[],
   scenario: Scenario,
-  o: Required<Omit<SimOptions, 'tickSec' | 'durationSec'>> & { durationSec: number },
+  o: Required<Omit<SimOptions, 'tickSec' | 'durationSec' | 'pace'>> & { durationSec: number },
   totals: { peakU: number; timeAboveTargetSec: number; emergencyEntries: number },
 ): SimSummary {
   const phase = scenario.overload ?? { from: 0, to: o.durationSec };

@@ -3,6 +3,8 @@ import { registerBenchRun, registerRelayInstall } from './bench-run.js';
 import { registerPeer } from './bench-peer.js';
 import { registerBenchVerify } from './bench-verify.js';
 import { registerClientsBench } from './bench-clients.js';
+import { registerFleetBench } from './bench-fleet.js';
+import { registerSpikeBench } from './bench-spike.js';
 import { InvalidArgumentError } from 'commander';
 import { collect, positiveInt } from './flags.js';
 
@@ -15,6 +17,8 @@ export function registerBench(program: Command): void {
   registerPeer(bench);
   registerBenchVerify(bench);
   registerClientsBench(bench);
+  registerFleetBench(bench);
+  registerSpikeBench(bench);
   bench
     .command('simulate')
     .description('the three variants on the simulated relay plant (deterministic, instant)')

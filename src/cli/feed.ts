@@ -1,11 +1,21 @@
-import { Option } from 'commander';
+import { InvalidArgumentError, Option } from 'commander';
 import type { Command } from 'commander';
 import type { FeedProcessOptions } from '../pressure/feed/feed-process.js';
 import { stopOnSignals } from './signals.js';
-import { listenPort, parseBytes, positiveInt } from './flags.js';
+import { listenPort, parseBytes, positiveInt, positiveNumber } from './flags.js';
+import { DEFAULT_FAST_ABOVE } from '../pressure/feed/tick-pace.js';
 import { CLIENT_KINDS, TOPOLOGIES } from '../store/options.js';
 
 type FeedFlags = FeedProcessOptions;
+
+/** A share in (0, 1]: 0 would be a target of nothing. */
+function targetFraction(text: string): number {
+  const x = Number(text);
+  if (!(x > 0 && x <= 1)) {
+    throw new InvalidArgumentError(`"${text}" is not a fraction of the limit (0 < f <= 1)`);
+  }
+  return x;
+}
 
 /** Closing the Valkey client is all a feed has to do. */
 const FEED_STOP_GRACE_MS = 5_000;
@@ -16,16 +26,36 @@ export function registerFeed(program: Command): void {
     .description("sample a relay node's memory, run the control law, publish its limit multiplier")
     .requiredOption('--node-id <id>', 'the relay node, as the gateways know it')
     .option('--pid <pid>', 'source: a process (RssAnon from /proc/<pid>/status)', positiveInt)
-    .option('--cgroup <dir>', 'source: a cgroup v2 directory (memory.current less inactive_file)')
+    .option(
+      '--cgroup <dir>',
+      'source: a memory cgroup, v1 or v2 (its use less inactive file pages)',
+    )
     .option('--prometheus <url>', 'source: a Prometheus text endpoint (with --metric)')
     .option('--metric <name>', 'metric name for --prometheus', 'relay_rss_anon_bytes')
     .option('--relay <url>', 'source: a sluice reference relay (its memory metric and its backlog)')
-    .requiredOption(
-      '--target-bytes <n>',
-      'the memory the node should stay under (e.g. 512MiB)',
-      parseBytes,
+    .option('--target-bytes <n>', 'the memory the node should stay under (e.g. 512MiB)', parseBytes)
+    .option(
+      '--target-fraction <f>',
+      "with --cgroup: the target as a share of the cgroup's memory limit (0 < f <= 1)",
+      targetFraction,
     )
-    .option('--tick-ms <n>', 'control period', positiveInt, 500)
+    .option(
+      '--tick-ms <n>',
+      'control period at rest (publication heartbeat; lease = 3 ticks)',
+      positiveInt,
+      500,
+    )
+    .option(
+      '--fast-tick-ms <n>',
+      'control period while memory is at or above --fast-above x target (default 50; = --tick-ms: off)',
+      positiveInt,
+    )
+    .option(
+      '--fast-above <u>',
+      'share of the target from which the fast tick runs (slow again 0.1 below)',
+      positiveNumber,
+      DEFAULT_FAST_ABOVE,
+    )
     .addOption(new Option('--law <law>', 'control law').choices(['lead', 'pid']).default('lead'))
     .option(
       '--acceptable-backlog <bytes>',
@@ -57,6 +87,14 @@ export function registerFeed(program: Command): void {
       if (sources.length !== 1) {
         // A plain Error: commander's own errors exit without their message from an action.
         throw new Error('give exactly one source: --pid, --cgroup, --prometheus or --relay');
+      }
+      if ((flags.targetBytes === undefined) === (flags.targetFraction === undefined)) {
+        throw new Error('give exactly one target: --target-bytes or --target-fraction');
+      }
+      if (flags.targetFraction !== undefined && flags.cgroup === undefined) {
+        throw new Error(
+          "--target-fraction is a share of a cgroup's limit: give it with --cgroup, or give --target-bytes",
+        );
       }
       const { runFeed } = await import('../pressure/feed/feed-process.js');
       // In place before the ready line: whoever reads it may signal at once.

@@ -166,6 +166,41 @@ const KindSpec = z.union([z.number(), z.string()]).superRefine((spec, ctx) => {
   if (problem) ctx.addIssue({ code: 'custom', message: problem });
 });
 
+/** How the gateway spreads requests and new connections over the healthy relay nodes. */
+export const ROUTING_MODES = ['sticky', 'round-robin', 'headroom'] as const;
+export type RoutingMode = (typeof ROUTING_MODES)[number];
+
+/**
+ * pressure.drain: WebSockets pinned to a node in trouble (in emergency, or its multiplier
+ * below `belowShareOfBest` x the best healthy node's) are moved a few at a time: a NOTICE,
+ * then a close 1013 (try again later) once their forwarded EVENTs have their OK; the client
+ * reconnects and headroom routing sends it elsewhere. Needs routing: headroom (a sticky
+ * client would come back to the same node).
+ */
+const Drain = z
+  .strictObject({
+    enabled: z.boolean().default(false).describe('move connections off a node in trouble'),
+    belowShareOfBest: z
+      .number()
+      .gt(0)
+      .max(1)
+      .default(0.5)
+      .describe("a node is in trouble below this share of the best healthy node's multiplier"),
+    sharePerSec: z
+      .number()
+      .gt(0)
+      .max(1)
+      .default(0.05)
+      .describe("at most this share of a troubled node's connections is closed per second"),
+    minPerSec: positiveInt
+      .default(1)
+      .describe('but at least this many per second (a node with few connections still drains)'),
+    settleMs: positiveInt
+      .default(5000)
+      .describe('a chosen connection waits at most this long for the OKs of its EVENTs'),
+  })
+  .describe('gradual drain of WebSockets pinned to a node in trouble');
+
 export const GatewayConfigSchema = z
   .strictObject({
     listen: z
@@ -191,8 +226,12 @@ export const GatewayConfigSchema = z
       })
       .prefault({}),
     upstreams: z.array(Upstream).min(1, 'at least one upstream relay node is required'),
-    /** sticky: a client's writes go to one node (by its hash); round-robin: spread them. */
-    routing: z.enum(['sticky', 'round-robin']).default('sticky'),
+    /**
+     * sticky: a client's writes go to one node (by its hash); round-robin: spread them;
+     * headroom: each HTTP request and each new WebSocket goes to the better of two random
+     * healthy nodes by multiplier, never to one at 0 or in emergency while another can take it.
+     */
+    routing: z.enum(ROUTING_MODES).default('sticky'),
     healthCheck: z
       .strictObject({
         path: z.string().startsWith('/').default('/healthz'),
@@ -300,6 +339,7 @@ export const GatewayConfigSchema = z
         evaluateMs: positiveInt.default(250),
         /** New connections and non-sticky writes avoid a node in emergency when others can take them. */
         avoidEmergency: z.boolean().default(false),
+        drain: Drain.prefault({}),
       })
       .prefault({}),
     limits: z
@@ -445,6 +485,13 @@ export const GatewayConfigSchema = z
         path: ['upstreams'],
         message: `node id "${dup}" appears twice`,
       });
+    if (cfg.pressure.drain.enabled && cfg.routing !== 'headroom') {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['pressure', 'drain', 'enabled'],
+        message: `needs routing: headroom (with ${cfg.routing} routing a drained client would reconnect to the same node)`,
+      });
+    }
     const needsAuth = cfg.identity.order.includes('auth') || cfg.nostr.authRequiredForWrites;
     if (needsAuth && cfg.nostr.publicUrl === undefined) {
       ctx.addIssue({

@@ -18,6 +18,8 @@ const COUNTER_HELP = {
     'Unexpected errors caught by a last-resort handler, by where they were caught',
   sluice_node_budget_decisions_total:
     "Writes charged to a relay node's write budget (upstreams[].writeBudget, only while its multiplier is below 1), by outcome (allowed, limited: refused by the budget, shadow_limited, insured, error) and node",
+  sluice_websockets_drained_total:
+    'WebSocket connections moved off a relay node in trouble (pressure.drain: NOTICE, then close 1013), by node',
   sluice_lease_points_total:
     'Quota points of leases (quotas.lease), by event: leased from Valkey, spent on admitted writes, returned to Valkey, expired unspent with their window',
 } as const;
@@ -32,6 +34,7 @@ const COUNTER_LABELS: Record<CounterName, readonly string[]> = {
   sluice_internal_errors_total: ['where'],
   sluice_lease_points_total: ['event'],
   sluice_node_budget_decisions_total: ['outcome', 'node'],
+  sluice_websockets_drained_total: ['node'],
 };
 
 /** The gateway's Prometheus metrics, on a registry of its own. */
@@ -73,6 +76,14 @@ export class GatewayMetrics {
     }
     counter.inc();
   }
+
+  readonly drained = this.counter('sluice_websockets_drained_total');
+
+  /** A connection was asked to leave its node (pressure.drain). */
+  countDrained(node: string): void {
+    this.drained.inc({ node });
+  }
+
   /** Its children by event: with leases on, every admitted write counts a spent point. */
   private readonly leaseCounters = new Map<LeaseEvent, Counter.Internal>();
 

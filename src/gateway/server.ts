@@ -86,7 +86,9 @@ export async function buildGateway(
   const store = await createStore(storeOptions);
   const policy = new Policy(config.quotas);
   const board = new MultiplierBoard(config.upstreams.map((u) => u.id));
-  const pool = new UpstreamPool(config.upstreams, config.routing, config.healthCheck, log);
+  const pool = new UpstreamPool(config.upstreams, config.routing, config.healthCheck, log, {
+    headroom: (id) => board.headroom(id),
+  });
   const metrics = new GatewayMetrics(board, pool);
   const callOk = metrics.valkeyCall.labels({ client: store.client, result: 'ok' });
   const callFailed = metrics.valkeyCall.labels({ client: store.client, result: 'error' });

@@ -9,6 +9,19 @@ export interface UpstreamState {
   lastCheckedAt?: number;
 }
 
+/**
+ * A node's headroom for routing: its current multiplier, 0 when it is in emergency. The pool
+ * reads it through this function only (the board stays the decider's).
+ */
+export type Headroom = (nodeId: string) => number;
+
+export interface PoolOptions {
+  /** Read by routing: headroom; every node has full headroom without it. */
+  headroom?: Headroom;
+  /** [0, 1), for the two random choices (tests inject a seeded one). */
+  random?: () => number;
+}
+
 export interface PoolLog {
   info(obj: object, msg: string): void;
   warn(obj: object, msg: string): void;
@@ -24,12 +37,15 @@ export class UpstreamPool {
   private timer: NodeJS.Timeout | undefined;
   private rr = 0;
   private avoided: (id: string) => boolean = () => false;
+  private readonly headroom: Headroom;
+  private readonly random: () => number;
 
   constructor(
     upstreams: readonly Upstream[],
     private readonly routing: GatewayConfig['routing'],
     private readonly health: GatewayConfig['healthCheck'],
     private readonly log: PoolLog,
+    options: PoolOptions = {},
   ) {
     this.nodes = upstreams.map((u) => ({
       id: u.id,
@@ -37,6 +53,8 @@ export class UpstreamPool {
       healthy: true,
       consecutiveFailures: 0,
     }));
+    this.headroom = options.headroom ?? (() => 1);
+    this.random = options.random ?? Math.random;
   }
 
   async start(): Promise<void> {
@@ -57,8 +75,8 @@ export class UpstreamPool {
   /**
    * A healthy node for a client: sticky routing uses rendezvous hashing on the client's hash,
    * so a client keeps its node and only the clients of a failed node move. `fresh` marks a
-   * choice that may be steered (a new connection, or round-robin), away from avoided nodes
-   * while others can take it.
+   * choice that may be steered (a new connection, round-robin or headroom), away from
+   * avoided nodes while others can take it. Headroom routing chooses anew on every call.
    */
   pick(clientHash: string, fresh = false): UpstreamState | undefined {
     const nodes = this.nodes;
@@ -66,11 +84,12 @@ export class UpstreamPool {
     if (nodes.length === 1) return nodes[0]!.healthy ? nodes[0] : undefined;
     let healthy = nodes.filter((n) => n.healthy);
     if (healthy.length === 0) return undefined;
-    if (fresh || this.routing === 'round-robin') {
+    if (fresh || this.routing !== 'sticky') {
       const preferred = healthy.filter((n) => !this.avoided(n.id));
       if (preferred.length > 0) healthy = preferred;
     }
     if (this.routing === 'round-robin') return healthy[this.rr++ % healthy.length];
+    if (this.routing === 'headroom') return pickByHeadroom(healthy, this.headroom, this.random);
     let best: UpstreamState | undefined;
     let bestScore = -1;
     for (const node of healthy) {
@@ -135,6 +154,29 @@ export class UpstreamPool {
       this.log.warn({ node: node.id, error }, 'relay node taken out of rotation');
     }
   }
+}
+
+/**
+ * Power of two choices by headroom: two distinct nodes drawn at random, the one with more
+ * headroom wins (a tie goes to the first drawn, itself a random one of the two). Nodes with
+ * no headroom (multiplier 0, or in emergency) are left out while any other can take the
+ * write. Two random choices rather than "the best": every node with more headroom than some
+ * other gets a share, so the fleet does not stampede onto one node between two feed reports.
+ */
+export function pickByHeadroom<T extends { id: string }>(
+  nodes: readonly T[],
+  headroom: Headroom,
+  random: () => number,
+): T | undefined {
+  let open = nodes.filter((n) => headroom(n.id) > 0);
+  if (open.length === 0) open = [...nodes];
+  if (open.length <= 1) return open[0];
+  const i = Math.min(open.length - 1, Math.floor(random() * open.length));
+  let j = Math.min(open.length - 2, Math.floor(random() * (open.length - 1)));
+  if (j >= i) j++;
+  const a = open[i]!;
+  const b = open[j]!;
+  return headroom(b.id) > headroom(a.id) ? b : a;
 }
 
 /**

@@ -2,6 +2,7 @@ import type { RawData, WebSocket } from 'ws';
 import type { SessionAction } from '../nostr/session.js';
 import type { ConnectionFacts } from './admission.js';
 import type { GatewayContext } from './context.js';
+import type { Drainable } from './ws-drain.js';
 
 /** Who is on the other end of a client connection, fixed at connect. */
 export interface ConnectionInfo {
@@ -21,6 +22,10 @@ const SLOW_CLOSE_GRACE_MS = 1000;
  * settled as NostrSession.upstreamGone says.
  */
 const SETTLE_AFTER_CLOSE_MS = 10_000;
+/** The head of a client's EVENT or AUTH, which the relay answers with an OK. */
+const ANSWERED_HEAD = /^\s*\[\s*"(?:EVENT|AUTH)"/;
+/** The head of a relay's OK. */
+const OK_START = /^\s*\[\s*"OK"/;
 
 /** Close codes a peer may send; reserved ones (1005, 1006, 1015) are mapped. */
 export function relayableCloseCode(code: number): number {
@@ -40,7 +45,7 @@ export function relayableCloseCode(code: number): number {
  * pump does what the session asks (charges, claims, a CLOSE to the relay). Every EVENT is
  * answered once: by the relay when forwarded, by the gateway when not.
  */
-export class ProxiedConnection {
+export class ProxiedConnection implements Drainable {
   private readonly queue: { data: RawData; isBinary: boolean }[] = [];
   private draining = false;
   private pausedForQueue = false;
@@ -58,6 +63,14 @@ export class ProxiedConnection {
   private lingering = false;
   /** The client went while a frame was being decided: what to close the relay socket with. */
   private upstreamCloseAfterDrain: { code: number; reason: string } | undefined;
+  /**
+   * EVENTs and AUTHs forwarded and not yet answered by an OK (counted only under
+   * pressure.drain, whose moves wait for them): a connection is moved once this is 0.
+   */
+  private inFlight = 0;
+  private readonly countsInFlight: boolean;
+  /** Chosen by the drainer: not read from, closed 1013 once nothing of it is in flight. */
+  private leavingAs: { notice: string; reason: string; timer: NodeJS.Timeout } | undefined;
 
   constructor(
     private readonly client: WebSocket,
@@ -70,15 +83,19 @@ export class ProxiedConnection {
     const max = ctx.config.limits.maxBufferedBytesPerClient;
     const high = Math.min(HIGH_WATER, Math.floor(max / 2));
     this.clientBound = { high, low: Math.floor(high / 4), max };
+    this.countsInFlight = ctx.config.pressure.drain.enabled;
     client.on('message', (data, isBinary) => this.enqueue(data, isBinary));
     upstream.on('message', (data, isBinary) => {
       const { session } = this.facts;
-      if (!isBinary && session.following) {
-        for (const action of session.relay(toBuffer(data))) this.act(action);
+      if (!isBinary && (session.following || this.inFlight > 0)) {
+        const buf = toBuffer(data);
+        if (this.inFlight > 0 && OK_START.test(buf.toString('latin1', 0, 16))) this.inFlight--;
+        for (const action of session.relay(buf)) this.act(action);
         if (this.lingering && session.awaitingCount === 0)
           this.closeUpstream(1000, 'client closed');
       }
       this.toClient(data, isBinary);
+      if (this.leavingAs) this.leaveIfSettled();
     });
     client.on('close', (code) =>
       this.closeBoth(relayableCloseCode(code), 'client closed', 'client'),
@@ -97,7 +114,56 @@ export class ProxiedConnection {
     this.closeBoth(code, reason, 'gateway');
   }
 
+  get nodeId(): string {
+    return this.info.nodeId;
+  }
+
+  get idle(): boolean {
+    return (
+      this.queue.length === 0 &&
+      !this.draining &&
+      this.inFlight === 0 &&
+      this.facts.session.awaitingCount === 0
+    );
+  }
+
+  get leaving(): boolean {
+    return this.leavingAs !== undefined;
+  }
+
+  /**
+   * Move this client to another node (pressure.drain): stop reading from it, let what it
+   * already sent be decided and answered (at most settleMs), then a NOTICE and a close 1013.
+   * What it sends meanwhile stays unread: no OK for it, so a client resends it elsewhere.
+   */
+  leave(notice: string, reason: string): void {
+    if (this.closed || this.leavingAs) return;
+    const timer = setTimeout(
+      () => this.finishLeaving(),
+      this.ctx.config.pressure.drain.settleMs,
+    ).unref();
+    this.leavingAs = { notice, reason, timer };
+    this.client.pause();
+    this.leaveIfSettled();
+  }
+
+  private leaveIfSettled(): void {
+    if (this.idle) this.finishLeaving();
+  }
+
+  private finishLeaving(): void {
+    const leaving = this.leavingAs;
+    if (!leaving || this.closed) return;
+    clearTimeout(leaving.timer);
+    this.send(['NOTICE', leaving.notice]);
+    this.closeBoth(1013, leaving.reason, 'gateway');
+    // Read again, or the client's answering close frame would sit unread and the closing
+    // handshake would last until ws's timeout; nothing read now is decided (closed).
+    this.client.resume();
+  }
+
   private enqueue(data: RawData, isBinary: boolean): void {
+    if (this.closed) return;
     this.queue.push({ data, isBinary });
     if (this.queue.length >= this.ctx.config.limits.maxQueuedFrames && !this.pausedForQueue) {
       this.pausedForQueue = true;
@@ -128,11 +194,17 @@ export class ProxiedConnection {
       this.upstreamCloseAfterDrain = undefined;
       this.settleUpstream(pending.code, pending.reason);
     }
+    if (this.leavingAs) this.leaveIfSettled();
   }
 
   private async handle(data: Buffer, isBinary: boolean): Promise<void> {
     const verdict = await this.ctx.admission.frame(this.facts, data, isBinary);
-    if (verdict.forward) this.toUpstream(data);
+    if (verdict.forward) {
+      if (this.countsInFlight && ANSWERED_HEAD.test(data.toString('latin1', 0, 16))) {
+        this.inFlight++;
+      }
+      this.toUpstream(data);
+    }
     if (verdict.reply) this.send(verdict.reply);
     if (verdict.close) {
       this.ctx.metrics.frames.inc({ type: 'CLOSED_FOR_POLICY' });
@@ -209,6 +281,7 @@ export class ProxiedConnection {
   }
 
   private resumeClientIfFree(): void {
+    if (this.leavingAs) return;
     if (!this.pausedForQueue && !this.pausedForUpstream && !this.pausedForClient) {
       this.client.resume();
     }
@@ -222,6 +295,7 @@ export class ProxiedConnection {
   private closeBoth(code: number, reason: string, initiator: string): void {
     if (this.closed) return;
     this.closed = true;
+    clearTimeout(this.leavingAs?.timer);
     this.queue.length = 0;
     if (initiator !== 'client') closeSocket(this.client, code, reason);
     if (initiator !== 'upstream') {

@@ -9,6 +9,7 @@ import type { UpstreamState } from './upstreams.js';
 import { checkUpgradeRequest, rejectUpgrade } from './upgrade-request.js';
 import type { UpgradeRefusal } from './upgrade-request.js';
 import { ProxiedConnection } from './ws-connection.js';
+import { ConnectionDrainer } from './ws-drain.js';
 
 /** What every upgrade attempt shares. */
 interface ProxyState {
@@ -22,9 +23,10 @@ interface ProxyState {
 const RETRY_AFTER_FULL_SEC = 10;
 
 /**
- * WebSocket upgrades on any path: the connection is pinned to one relay node (sticky by the
- * client's identity at connect) and accepted only once that node's socket is open, so a
- * client never holds a connection that leads nowhere.
+ * WebSocket upgrades on any path: the connection is pinned to one relay node (chosen by the
+ * routing mode at connect) and accepted only once that node's socket is open, so a client
+ * never holds a connection that leads nowhere. Under pressure.drain, connections pinned to a
+ * node in trouble are moved a few at a time (ws-drain.ts).
  *
  * Nothing a client sends escapes the upgrade handler: a request ws would refuse is answered
  * before a relay socket is opened, the relay socket is closed on every path where the client
@@ -47,9 +49,22 @@ export function attachWebSocketProxy(server: Server, ctx: GatewayContext) {
     new UpgradeAttempt(state, req, socket, head).start();
   });
 
+  const { drain } = ctx.config.pressure;
+  const drainer = drain.enabled
+    ? new ConnectionDrainer(
+        state.connections,
+        () => ctx.pool.list(),
+        (id) => ctx.board.headroom(id),
+        drain,
+        (nodeId) => ctx.metrics.countDrained(nodeId),
+      )
+    : undefined;
+  drainer?.start();
+
   return {
     /** Close every connection with 1001 (going away). */
     closeAll(reason: string): void {
+      drainer?.stop();
       for (const conn of [...state.connections]) conn.close(1001, reason);
       state.wss.close();
     },

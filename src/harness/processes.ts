@@ -171,16 +171,23 @@ export function startRelay(o: RelayOptions): Promise<SluiceProcess> {
 export interface FeedOptions {
   nodeId: string;
   relayUrl: string;
+  /** Sample this process's memory from /proc instead of asking the relay at relayUrl. */
+  pid?: number;
   targetBytes: number | string;
   tickMs: number;
+  /** The tick under pressure (the feed's default when not given; = tickMs turns it off). */
+  fastTickMs?: number;
   valkey: { client: string; mode: string; nodes: string[] };
   law?: 'lead' | 'pid';
   env?: NodeJS.ProcessEnv;
 }
 
 export function startFeed(o: FeedOptions): Promise<SluiceProcess> {
-  const args = ['feed', '--node-id', o.nodeId, '--relay', o.relayUrl];
+  // --pid reads /proc itself; --relay asks the relay (its metric and its backlog).
+  const source = o.pid !== undefined ? ['--pid', String(o.pid)] : ['--relay', o.relayUrl];
+  const args = ['feed', '--node-id', o.nodeId, ...source];
   args.push('--target-bytes', String(o.targetBytes), '--tick-ms', String(o.tickMs));
+  if (o.fastTickMs !== undefined) args.push('--fast-tick-ms', String(o.fastTickMs));
   if (o.law) args.push('--law', o.law);
   args.push('--valkey-client', o.valkey.client, '--valkey-mode', o.valkey.mode);
   args.push('--valkey-nodes', o.valkey.nodes.join(','));

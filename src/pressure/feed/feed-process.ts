@@ -9,6 +9,7 @@ import { createPidLaw } from '../laws/pid-law.js';
 import type { LawParams } from '../laws/law-params.js';
 import { cgroupSampler, processSampler, prometheusSampler } from './samplers.js';
 import type { Sampler } from './samplers.js';
+import { DEFAULT_FAST_TICK_MS } from './tick-pace.js';
 
 export interface FeedProcessOptions {
   nodeId: string;
@@ -17,8 +18,13 @@ export interface FeedProcessOptions {
   prometheus?: string;
   metric: string;
   relay?: string;
-  targetBytes: number;
+  /** The memory to stay under; or targetFraction of the --cgroup's limit (exactly one). */
+  targetBytes?: number;
+  targetFraction?: number;
   tickMs: number;
+  /** The tick under pressure (default: 50 ms, or tickMs when that is shorter). */
+  fastTickMs?: number;
+  fastAbove: number;
   law: 'lead' | 'pid';
   acceptableBacklog?: number;
   baseRate?: number;
@@ -35,6 +41,37 @@ function samplerFor(o: FeedProcessOptions): Sampler {
   if (o.relay)
     return prometheusSampler(`${o.relay.replace(/\/$/, '')}/metrics`, 'relay_rss_anon_bytes');
   return prometheusSampler(o.prometheus!, o.metric);
+}
+
+/**
+ * The target in bytes: --target-bytes, or --target-fraction of the cgroup's limit as the
+ * first sample reads it (fixed from then on). Exactly one of the two.
+ */
+export async function resolveTarget(
+  o: Pick<FeedProcessOptions, 'targetBytes' | 'targetFraction' | 'cgroup'>,
+  sampler: Sampler,
+): Promise<number> {
+  if ((o.targetBytes === undefined) === (o.targetFraction === undefined)) {
+    throw new Error('give exactly one of --target-bytes and --target-fraction');
+  }
+  if (o.targetBytes !== undefined) return o.targetBytes;
+  const fraction = o.targetFraction!;
+  if (!(fraction > 0 && fraction <= 1)) {
+    throw new Error(`--target-fraction ${fraction} is not in (0, 1]`);
+  }
+  if (!o.cgroup) {
+    throw new Error(
+      '--target-fraction needs --cgroup (a fraction of its limit); else give --target-bytes',
+    );
+  }
+  const limit = (await sampler.sample()).detail.limit;
+  if (limit === undefined || !Number.isFinite(limit)) {
+    throw new Error(
+      `cgroup ${o.cgroup} has no memory limit, so --target-fraction has nothing to scale: ` +
+        'set one (memory.max on v2, memory.limit_in_bytes on v1) or give --target-bytes',
+    );
+  }
+  return Math.floor(fraction * limit);
 }
 
 /**
@@ -56,7 +93,17 @@ export async function runFeed(o: FeedProcessOptions): Promise<() => Promise<void
     o.law === 'pid'
       ? createPidLaw({ ...backlogParams, ...overrides })
       : createLeadLaw({ ...backlogParams, ...overrides });
+  if (o.fastTickMs !== undefined && o.fastTickMs > o.tickMs) {
+    throw new Error(
+      `--fast-tick-ms ${o.fastTickMs} is longer than --tick-ms ${o.tickMs}: the fast tick must not be slower (equal turns it off)`,
+    );
+  }
+  const sampler = samplerFor(o);
+  const targetBytes = await resolveTarget(o, sampler);
   const log = pino({ base: { service: 'sluice-feed', node: o.nodeId } }, pino.destination(2));
+  if (o.targetFraction !== undefined) {
+    log.info({ targetBytes, fraction: o.targetFraction }, 'target from the cgroup limit');
+  }
   const store = await createStore({
     client: o.valkeyClient,
     mode: o.valkeyMode,
@@ -65,10 +112,12 @@ export async function runFeed(o: FeedProcessOptions): Promise<() => Promise<void
   });
   const feed = new PressureFeed({
     nodeId: o.nodeId,
-    sampler: samplerFor(o),
+    sampler,
     backlog: o.relay ? relayBacklog(`${o.relay.replace(/\/$/, '')}/stats`) : undefined,
-    targetBytes: o.targetBytes,
+    targetBytes,
     tickMs: o.tickMs,
+    fastTickMs: o.fastTickMs ?? Math.min(DEFAULT_FAST_TICK_MS, o.tickMs),
+    fastAbove: o.fastAbove,
     law: makeLaw({}),
     makeLaw,
     kv: store.kv,

@@ -7,6 +7,7 @@ import type { LawParams } from '../laws/law-params.js';
 import { PRESSURE_CHANNEL, encodeReport, pressureKey } from '../report.js';
 import type { PressureReport } from '../report.js';
 import type { Sampler } from './samplers.js';
+import { TickPace, paceParams, shouldPublish } from './tick-pace.js';
 
 export interface FeedLog {
   info(obj: object, msg: string): void;
@@ -21,7 +22,11 @@ export interface FeedOptions {
   /** Optional second input: the relay's backlog and measured drain rate. */
   backlog?: () => Promise<BacklogSample | undefined>;
   targetBytes: number;
+  /** The tick at rest (ms): the heartbeat of publication and the unit of the report's lease. */
   tickMs: number;
+  /** The tick while u or uhat is at or above fastAbove (default: tickMs, no fast pace). */
+  fastTickMs?: number;
+  fastAbove?: number;
   law: ControlLaw;
   kv: KeyValue;
   log: FeedLog;
@@ -45,6 +50,17 @@ function feedMetrics(registry: Registry) {
       labelNames: ['to'] as const,
       registers: [registry],
     }),
+    tick: gauge('sluice_feed_tick_seconds', 'The current sampling period'),
+    samples: new Counter({
+      name: 'sluice_feed_samples_total',
+      help: 'Memory samples taken (one per tick)',
+      registers: [registry],
+    }),
+    publishes: new Counter({
+      name: 'sluice_feed_publishes_total',
+      help: 'Reports published (on a change of m or mode, else once per slow tick)',
+      registers: [registry],
+    }),
     sampleErrors: new Counter({
       name: 'sluice_feed_sample_errors_total',
       help: 'Failed memory samples',
@@ -59,16 +75,21 @@ function feedMetrics(registry: Registry) {
 }
 
 /**
- * One feed beside one relay node: on a fixed tick (never per request) it samples memory,
- * steps the control law and publishes the multiplier as a leased key plus a PUBLISH. When
- * sampling fails it publishes nothing, so the lease runs out and gateways see a stale feed
- * rather than a made-up value.
+ * One feed beside one relay node: on its own tick (never per request) it samples memory,
+ * steps the control law and publishes the multiplier as a leased key plus a PUBLISH. The
+ * tick shortens as pressure rises (TickPace); publication stays on the slow cadence except
+ * for changes. When sampling fails it publishes nothing, so the lease runs out and gateways
+ * see a stale feed rather than a made-up value.
  */
 export class PressureFeed {
   readonly registry = new Registry();
   private readonly metrics = feedMetrics(this.registry);
   private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
+  private readonly pace: TickPace;
+  private lastPublished: { m: number; mode: string; at: number } | undefined;
   private seq = 0;
+  private paramsCheckedAt = 0;
   private lastMode: LawOutput['mode'] = 'normal';
   private failing = false;
   private law: ControlLaw;
@@ -77,6 +98,15 @@ export class PressureFeed {
 
   constructor(private readonly opts: FeedOptions) {
     this.law = opts.law;
+    this.pace = new TickPace(
+      paceParams(opts.tickMs, opts.fastTickMs ?? opts.tickMs, opts.fastAbove ?? Infinity),
+    );
+    this.metrics.tick.set(opts.tickMs / 1000);
+  }
+
+  /** The current sampling period (ms). */
+  get tickMs(): number {
+    return this.pace.ms;
   }
 
   /**
@@ -112,15 +142,31 @@ export class PressureFeed {
   /** The first sample must succeed: an unreadable source is a configuration error. */
   async start(): Promise<void> {
     await this.opts.sampler.sample();
+    this.stopped = false;
+    const began = performance.now();
     await this.tick();
-    this.timer = setInterval(() => {
-      // Never let one tick take the feed down: log it and try again next tick.
-      this.tick().catch((err: unknown) => this.opts.log.warn({ err }, 'feed tick failed'));
-    }, this.opts.tickMs);
+    this.schedule(began);
   }
 
   stop(): void {
-    clearInterval(this.timer);
+    this.stopped = true;
+    clearTimeout(this.timer);
+  }
+
+  /**
+   * The next tick, one period after the last one began (a self-scheduling timeout: the
+   * period changes with the pace, and a slow tick never overlaps the next).
+   */
+  private schedule(lastBegan: number): void {
+    if (this.stopped) return;
+    const wait = Math.max(0, this.pace.ms - (performance.now() - lastBegan));
+    this.timer = setTimeout(() => {
+      const began = performance.now();
+      // Never let one tick take the feed down: log it and try again next tick.
+      this.tick()
+        .catch((err: unknown) => this.opts.log.warn({ err }, 'feed tick failed'))
+        .finally(() => this.schedule(began));
+    }, wait);
   }
 
   async tick(): Promise<void> {
@@ -128,6 +174,7 @@ export class PressureFeed {
     let bytes: number;
     let backlog: BacklogSample | undefined;
     try {
+      metrics.samples.inc();
       bytes = (await opts.sampler.sample()).bytes;
       backlog = opts.backlog ? await opts.backlog() : undefined;
       if (this.failing)
@@ -144,7 +191,12 @@ export class PressureFeed {
       this.failing = true;
       return;
     }
-    if (this.seq % 10 === 0) await this.refreshParams();
+    // Every ten slow ticks, whatever the pace: a fast pace must not multiply store reads.
+    const sinceParams = performance.now() - this.paramsCheckedAt;
+    if (this.seq === 0 || sinceParams + this.pace.ms / 2 >= 10 * opts.tickMs) {
+      this.paramsCheckedAt = performance.now();
+      await this.refreshParams();
+    }
     const out = this.law.step({
       t: performance.now() / 1000,
       u: bytes / opts.targetBytes,
@@ -173,12 +225,29 @@ export class PressureFeed {
     metrics.m.set(out.m);
     metrics.emergency.set(out.mode === 'emergency' ? 1 : 0);
     this.last = report;
+    const wasFast = this.pace.isFast;
+    metrics.tick.set(this.pace.update(out) / 1000);
+    if (this.pace.isFast !== wasFast) {
+      opts.log.info({ tickMs: this.pace.ms, u: out.u, uhat: out.uhat }, 'sampling pace changed');
+    }
+    const now = performance.now();
+    const previous = this.lastPublished;
+    const publish = shouldPublish({
+      changed: previous !== undefined && (previous.m !== out.m || previous.mode !== out.mode),
+      sinceLastPublishMs: previous === undefined ? undefined : now - previous.at,
+      tickMs: this.pace.ms,
+      slowMs: opts.tickMs,
+    });
+    if (!publish) return;
     const text = encodeReport(report);
     try {
-      // A lease of three ticks: one missed tick is tolerated, a dead feed disappears.
+      // A lease of three slow ticks, whatever the pace: one missed heartbeat is tolerated,
+      // a dead feed disappears, and a switch from fast to slow never lets the key lapse.
       // PUBLISH first: gateways apply it within milliseconds; the key is for late joiners.
       await opts.kv.publish(PRESSURE_CHANNEL, text);
       await opts.kv.setWithLease(pressureKey(opts.nodeId), text, 3 * opts.tickMs);
+      this.lastPublished = { m: out.m, mode: out.mode, at: now };
+      metrics.publishes.inc();
       metrics.lastPublish.set(report.ts / 1000);
     } catch (err) {
       metrics.publishErrors.inc();

@@ -44,6 +44,12 @@ export class MultiplierBoard {
     return entry;
   }
 
+  /** What routing reads: the node's multiplier, 0 while its feed reports an emergency. */
+  headroom(nodeId: string): number {
+    const entry = this.get(nodeId);
+    return entry.emergency ? 0 : entry.value;
+  }
+
   has(nodeId: string): boolean {
     return this.nodes.has(nodeId);
   }
@@ -99,6 +105,7 @@ export class MultiplierBoard {
       previous &&
       previous.value === value &&
       previous.state === state &&
+      previous.emergency === emergency &&
       current.source === 'feed'
     ) {
       return; // nothing changed: no listener churn on every evaluation

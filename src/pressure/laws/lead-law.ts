@@ -16,6 +16,11 @@ export interface LeadLawParams {
   slopeTauSec: number;
   /** Look-ahead H (s): a rise is acted on where it will be H seconds from now. */
   leadSec: number;
+  /**
+   * A sample this far above the filtered u is a jump (a spike), not noise: the law acts on
+   * the sample less this margin at once instead of waiting for the filter to catch up.
+   */
+  jumpU: number;
   /** Band bottom: full quota below it. */
   uLo: number;
   /** Band top: the multiplier reaches mMin here. The target itself by default. */
@@ -50,6 +55,10 @@ export interface LeadLawParams {
  * - tau 1.5 s, slope tau 1.5 s, H 3 s (the notes suggest 5-10 s): the look-ahead only has
  *   to cover the filter, the tick and the propagation. A longer one extrapolates a ramp the
  *   law has already cut, slams m to mMin, and the slow rise that follows starts a cycle.
+ * - jumpU 0.05: five times the 1% sampling noise the rest is tuned for, so noise never
+ *   trips it, and a ramp's prediction is above its samples anyway; a spike of 5% of the
+ *   target or more moves m on the first sample that sees it (at 50 ms ticks the filter and
+ *   the slope take 100-250 ms to move m one grid step on such a jump).
  * - rUp 0.1/s: 7 s from 1/3 back to 1, fast enough not to undershoot, slow enough to damp.
  * - quantum 0.05 (the gateway's grid), deadband one quantum: the published value changes
  *   every several seconds at most under noise, instead of flipping every tick.
@@ -61,6 +70,7 @@ export const DEFAULT_LEAD_LAW_PARAMS: Readonly<LeadLawParams> = {
   tauSec: 1.5,
   slopeTauSec: 1.5,
   leadSec: 3,
+  jumpU: 0.05,
   uLo: 0.7,
   uHi: 1.0,
   mMin: 0.05,
@@ -73,7 +83,7 @@ export const DEFAULT_LEAD_LAW_PARAMS: Readonly<LeadLawParams> = {
 };
 
 function validate(p: LeadLawParams): void {
-  const positive = ['tauSec', 'slopeTauSec', 'rUpPerSec', 'quantum'] as const;
+  const positive = ['tauSec', 'slopeTauSec', 'rUpPerSec', 'quantum', 'jumpU'] as const;
   for (const key of positive) {
     if (!(p[key] > 0)) throw new RangeError(`lead law: ${key} must be > 0, got ${p[key]}`);
   }
@@ -126,7 +136,8 @@ export function createLeadLaw(params: Partial<LeadLawParams> = {}): ControlLaw {
       slope += ewmaWeight(dt, p.slopeTauSec) * ((ubar - previous) / dt - slope);
     }
     // Anticipate rises only: a falling slope must not hand out quota before memory is back.
-    const uhat = ubar + Math.max(0, slope) * p.leadSec;
+    // A jump well above the filter is acted on at once, less the margin that noise never reaches.
+    const uhat = Math.max(ubar + Math.max(0, slope) * p.leadSec, u - p.jumpU);
     const x = clamp((uhat - p.uLo) / (p.uHi - p.uLo), 0, 1);
     const mMemory = 1 - (1 - p.mMin) * x;
     const mBacklog = backlogLaw ? backlogMultiplier(input.backlog, backlogLaw) : 1;

@@ -1,0 +1,94 @@
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { InvalidArgumentError, Option } from 'commander';
+import type { Command } from 'commander';
+import { ROUTING_MODES } from '../config/schema.js';
+import type { RoutingMode } from '../config/schema.js';
+import { CLIENT_KINDS } from '../store/options.js';
+import type { ClientKind } from '../store/options.js';
+import { positiveInt } from './flags.js';
+
+interface FleetFlags {
+  valkey?: string;
+  valkeyClient: ClientKind;
+  modes: RoutingMode[];
+  seconds: number;
+  degradeAt: number;
+  settle: number;
+  out?: string;
+}
+
+function routingModes(value: string): RoutingMode[] {
+  const modes = value.split(',').map((m) => m.trim());
+  for (const m of modes) {
+    if (!(ROUTING_MODES as readonly string[]).includes(m)) {
+      throw new InvalidArgumentError(`"${m}" is not a routing mode (${ROUTING_MODES.join(', ')})`);
+    }
+  }
+  return modes as RoutingMode[];
+}
+
+/** `sluice bench fleet`: three relays, one degrades mid-run; one run per routing mode. */
+export function registerFleetBench(bench: Command): void {
+  bench
+    .command('fleet')
+    .description(
+      'a fleet that routes around a sick node: three reference relays with lead-law feeds, two ' +
+        "gateways, six HTTP writers at 0.9 x the fleet's sustainable rate, one node's drain cut " +
+        'to a quarter mid-run; once per routing mode (writes fleet-bench.json and fleet-bench.md)',
+    )
+    .option('--valkey <host:port>', 'a standalone Valkey to use (default: start one)')
+    .addOption(
+      new Option('--valkey-client <name>', "the gateways' and feeds' Valkey client")
+        .choices(CLIENT_KINDS)
+        .default('valkey-glide'),
+    )
+    .option('--modes <list>', 'routing modes, comma-separated', routingModes, [...ROUTING_MODES])
+    .option('--seconds <s>', 'seconds per mode', positiveInt, 90)
+    .option('--degrade-at <s>', "when the sick node's drain is cut", positiveInt, 20)
+    .option('--settle <s>', 'seconds after the cut before the measured window', positiveInt, 20)
+    .option('--out <dir>', 'results directory (default results/<timestamp>)')
+    .action(async (flags: FleetFlags) => {
+      const { FLEET_DEFAULTS, fleetWindowProblem, formatFleetTable, runFleetBench } =
+        await import('../bench/fleet.js');
+      const { runDir } = await import('../harness/paths.js');
+      const { freeLoopbackPort } = await import('../harness/ports.js');
+      const { startInstance, stopInstance } = await import('../valkey/embedded.js');
+      const { defaultResultsDir, writeResult } = await import('../bench/results.js');
+      const env = { ...process.env, SLUICE_RUN_DIR: path.join(runDir(), 'bench-fleet') };
+      const log = (line: string) => console.error(line);
+      const quiet = { info: () => undefined, warn: log };
+      const own = flags.valkey
+        ? undefined
+        : { topology: 'standalone' as const, port: await freeLoopbackPort() };
+      const valkey = flags.valkey ?? `127.0.0.1:${own!.port}`;
+      const opts = {
+        ...FLEET_DEFAULTS,
+        modes: flags.modes,
+        seconds: flags.seconds,
+        degradeAtSec: flags.degradeAt,
+        settleSec: flags.settle,
+        valkey: { client: flags.valkeyClient, nodes: [valkey] },
+      };
+      const problem = fleetWindowProblem(opts);
+      if (problem) throw new Error(problem);
+      let results;
+      try {
+        if (own) await startInstance(own, quiet, env);
+        results = await runFleetBench(opts, env, log);
+      } finally {
+        if (own) await stopInstance(own, quiet, env).catch(() => undefined);
+      }
+      const outDir = flags.out ?? defaultResultsDir();
+      const file = writeResult(outDir, 'fleet-bench.json', 'fleet-bench', {
+        command: `sluice ${process.argv.slice(2).join(' ')}`,
+        options: opts,
+        note: 'relays, feeds, gateways, writers and Valkey share this machine',
+        results,
+      });
+      const table = formatFleetTable(results);
+      writeFileSync(path.join(outDir, 'fleet-bench.md'), table + '\n');
+      console.log(table);
+      console.log(`\nresults: ${file}`);
+    });
+}
