@@ -225,7 +225,7 @@ export class Admission {
     }
     const sender = this.sender(facts);
     const conn = { ip: facts.ip, nodeId: node.id };
-    const refusal = async (identity: Identity): Promise<HttpVerdict | undefined> => {
+    const charge = async (identity: Identity): Promise<QuotaDecision | undefined> => {
       if (judged.cost === 0) return undefined;
       const decided = await ctx.decider.decide({
         identity,
@@ -234,15 +234,14 @@ export class Admission {
         cost: judged.cost,
         nodeId: node.id,
       });
-      if (!decided) return undefined;
-      const decision = this.judged(decided, identity, 'write', node.id);
-      if (decision.admitted) return undefined;
-      return decision.outcome === 'error'
+      return decided ? this.judged(decided, identity, 'write', node.id) : undefined;
+    };
+    const refused = (decision: QuotaDecision): HttpVerdict =>
+      decision.outcome === 'error'
         ? answer(storeUnavailableProblem(), { 'retry-after': '1' })
         : answer(quotaProblem(decision), rateLimitHeaders(decision, ctx.config.quotas.headers));
-    };
-    const refusedSender = await refusal(sender);
-    if (refusedSender) return refusedSender;
+    const senderDecision = await charge(sender);
+    if (senderDecision && !senderDecision.admitted) return refused(senderDecision);
     if (judged.forged) return invalid('event id does not match its content');
     const { nostr, identity, quotas } = ctx.config;
     const charged = quotas.enabled && identity.order.includes('pubkey');
@@ -252,18 +251,23 @@ export class Admission {
     let onAccepted: (() => void) | undefined;
     // A replay of an event a relay accepted is the relay's to answer (duplicate), free.
     if (charged && (await this.seen(event.id)) !== true) {
-      const refusedAuthor = await refusal(this.author(event.pubkey));
-      if (refusedAuthor) return refusedAuthor;
+      const authorDecision = await charge(this.author(event.pubkey));
+      if (authorDecision && !authorDecision.admitted) return refused(authorDecision);
       const claim = { type: 'claim', id: event.id, pubkey: event.pubkey } as const;
       onAccepted = () => {
         this.act(conn, claim).catch(() => undefined);
       };
     }
-    const budget = await this.nodeBudgetRefusal(sender, conn, judged.cost);
-    if (budget !== undefined) {
-      return answer(problemOf(429, 'rate-limited', 'Too Many Requests', budget));
-    }
-    return { action: 'forward', node, target, headers: {}, onAccepted };
+    const pending =
+      senderDecision && judged.cost > 0
+        ? this.nodeBudget(sender, facts.ip, 'write', judged.cost, node.id)
+        : null;
+    const nodeDecision = pending ? await pending : null;
+    if (nodeDecision && !nodeDecision.admitted) return refused(nodeDecision);
+    const headers = senderDecision
+      ? rateLimitHeaders(senderDecision, ctx.config.quotas.headers, nodeDecision ?? undefined)
+      : {};
+    return { action: 'forward', node, target, headers, onAccepted };
   }
 
   async frame(conn: ConnectionFacts, data: Buffer, isBinary: boolean): Promise<FrameVerdict> {
