@@ -71,7 +71,7 @@ export async function registerHttpProxy(app: FastifyInstance, ctx: GatewayContex
     // NIP-11: the relay's document with the gateway's limits, admitted as any read.
     if (wantsRelayInfo(request.method, request.headers)) {
       const info = await relayInfoAnswer(ctx, relayInfo, verdict);
-      if (info.status === 502) return sendProblem(reply, info.problem, info.headers);
+      if (info.status !== 200) return sendProblem(reply, info.problem, info.headers);
       return reply.code(200).headers(info.headers).send(info.body);
     }
     return forwardToRelay(ctx, request, reply, verdict);
