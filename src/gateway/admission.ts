@@ -263,10 +263,14 @@ export class Admission {
         ? this.nodeBudget(sender, facts.ip, 'write', judged.cost, node.id)
         : null;
     const nodeDecision = pending ? await pending : null;
-    if (nodeDecision && !nodeDecision.admitted) return refused(nodeDecision);
     const headers = senderDecision
       ? rateLimitHeaders(senderDecision, ctx.config.quotas.headers, nodeDecision ?? undefined)
       : {};
+    if (nodeDecision && !nodeDecision.admitted) {
+      return nodeDecision.outcome === 'error'
+        ? answer(storeUnavailableProblem(), { 'retry-after': '1' })
+        : answer(quotaProblem(nodeDecision), headers);
+    }
     return { action: 'forward', node, target, headers, onAccepted };
   }
 
