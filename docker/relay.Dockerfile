@@ -8,20 +8,24 @@
 # image also runs `sluice valkey create-cluster` for the Compose cluster.
 # Build from the repository root:  docker build -f docker/relay.Dockerfile -t sluice-relay .
 
+# Built from the npm package, as an operator installs it: `npm pack` (its prepack builds
+# dist/), then the tarball installed with production dependencies only.
 FROM node:20-bookworm-slim AS build
-WORKDIR /app
+WORKDIR /src
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
-COPY tsconfig.json ./
+COPY tsconfig.json README.md ./
 COPY src ./src
-RUN npm run build
+COPY docs/CONFIGURATION.md ./docs/
+COPY examples/gateway.yaml ./examples/
+RUN npm pack --pack-destination /tmp && mv /tmp/sluice-*.tgz /tmp/sluice.tgz
 
 FROM node:20-bookworm-slim AS runtime
-ENV NODE_ENV=production
+ENV NODE_ENV=production SLUICE_RUN_DIR=/app/.run
 WORKDIR /app
-COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
-COPY --from=build /app/dist/src ./dist/src
+COPY --from=build /tmp/sluice.tgz /tmp/sluice.tgz
+RUN npm install --omit=dev --no-audit --no-fund /tmp/sluice.tgz \
+  && rm /tmp/sluice.tgz && npm cache clean --force
 # The relay keeps its append-only data file under .run/relay/<node id> (the default
 # --data-dir); the unprivileged user owns it.
 RUN mkdir -p /app/.run && chown node:node /app/.run
@@ -29,5 +33,5 @@ USER node
 # The compose files' ports: relays (Nostr WebSocket, HTTP, /metrics) on 7001 and 7002, the
 # feeds' /metrics on 9101 and 9102. Each command chooses its own with --port.
 EXPOSE 7001 7002 9101 9102
-ENTRYPOINT ["node", "dist/src/cli.js"]
+ENTRYPOINT ["node", "node_modules/sluice/dist/src/cli.js"]
 CMD ["relay", "--help"]

@@ -17,7 +17,7 @@ usage: [VAR=value ...] ./scripts/run-benchmark.sh
   RATE_LIMITER_TYPE  an implementation (below), optionally with :cluster (default
                      valkey-glide); relay-alone is the load straight to the relay (nostr)
   RELAY_IMPL         a relay (below); nostr-rs-relay is nostr only, built from crates.io on
-                     first use and cached, see README (default reference)
+                     first use and cached, see docs/BENCHMARKS.md (default reference)
   RATE               HTTP: offer N requests/s (open loop, latency from intended send times)
                      instead of the closed loop (default: closed)
   OUTPUT_FILE        result file (default results/<timestamp>/<standard name>.json)

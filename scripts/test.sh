@@ -21,6 +21,7 @@ REPORTS="$SLUICE_RUN_DIR/reports"
 started_at=$(date +%s)
 setup
 ensure_chromium
+ensure_prometheus
 
 stop_valkey() { "${SLUICE[@]}" valkey stop --all >/dev/null 2>&1 || true; }
 

@@ -448,12 +448,22 @@ describe('docker packaging: files', { timeout: 120_000 }, () => {
           'the image stamps .venv',
         );
       } else {
-        assert.deepEqual(argv, ['node', 'dist/src/cli.js']);
+        // Built from the npm package (test/package.test.ts installs the same one).
+        assert.deepEqual(argv, ['node', 'node_modules/sluice/dist/src/cli.js']);
         assert.ok(
-          final.some((i) => i.op === 'RUN' && /npm ci\b.*--omit=dev/.test(i.args)),
-          `${name}: the runtime stage has production dependencies only`,
+          all.some((i) => i.op === 'RUN' && /\bnpm pack\b/.test(i.args)),
+          `${name}: packs the package`,
         );
-        assert.ok(all.some((i) => i.op === 'RUN' && /npm run build/.test(i.args)));
+        assert.ok(
+          final.some(
+            (i) => i.op === 'RUN' && /npm install\b.*--omit=dev.*sluice\.tgz/.test(i.args),
+          ),
+          `${name}: the runtime stage installs the package with production dependencies only`,
+        );
+        assert.ok(
+          final.some((i) => i.op === 'ENV' && /SLUICE_RUN_DIR=\/app\/\.run/.test(i.args)),
+          `${name}: run state outside node_modules`,
+        );
       }
     }
   });

@@ -82,6 +82,8 @@ export interface ClientAnswers {
   other: Record<string, number>;
   /** Connection errors and timeouts. */
   errors: number;
+  /** Sent again once, after a kept-alive socket closed under it (not an error). */
+  retriedOnNewSocket: number;
   /** Offers not sent: the writer already had MAX_IN_FLIGHT_PER_WRITER requests open. */
   notSent: number;
   /** The first few distinct answers other than 2xx and 429 (status and body, or the error). */
@@ -151,11 +153,27 @@ export function balancedSources(writers: number): string[] {
   );
 }
 
-function post(
+/**
+ * POST one event. A kept-alive socket the gateway closed as it was reused (the race Node's
+ * documentation describes: ECONNRESET on a reused socket, before any answer) is tried once
+ * more on a new one, as HTTP clients do: an event is idempotent (a second copy is answered
+ * duplicate), and nothing reached the gateway.
+ */
+async function post(
   url: string,
   body: string,
   writer: Writer,
-): Promise<{ status: number; problem: string }> {
+): Promise<{ status: number; problem: string; retried: boolean }> {
+  const first = await postOnce(url, body, writer);
+  if (!first.reusedSocketReset) return { ...first, retried: false };
+  return { ...(await postOnce(url, body, writer)), retried: true };
+}
+
+function postOnce(
+  url: string,
+  body: string,
+  writer: Writer,
+): Promise<{ status: number; problem: string; reusedSocketReset?: boolean }> {
   return new Promise((resolve) => {
     const req = http.request(
       url,
@@ -177,7 +195,13 @@ function post(
       },
     );
     req.on('timeout', () => req.destroy(new Error('timed out')));
-    req.on('error', (err) => resolve({ status: 0, problem: err.message }));
+    req.on('error', (err: NodeJS.ErrnoException) =>
+      resolve({
+        status: 0,
+        problem: err.message,
+        reusedSocketReset: req.reusedSocket && err.code === 'ECONNRESET',
+      }),
+    );
     req.end(body);
   });
 }
@@ -329,6 +353,7 @@ export async function runFleetMode(
       shed503: 0,
       other: {},
       errors: 0,
+      retriedOnNewSocket: 0,
       notSent: 0,
       examples: [],
     };
@@ -341,7 +366,8 @@ export async function runFleetMode(
       });
     }
     let accepted = 0;
-    const record = ({ status, problem }: { status: number; problem: string }) => {
+    const record = ({ status, problem, retried }: Awaited<ReturnType<typeof post>>) => {
+      if (retried) answers.retriedOnNewSocket++;
       if (status >= 200 && status < 300) {
         answers.ok2xx++;
         accepted++;

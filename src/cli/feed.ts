@@ -100,6 +100,27 @@ export function registerFeed(program: Command): void {
       // In place before the ready line: whoever reads it may signal at once.
       const starting = runFeed(flags);
       stopOnSignals(FEED_STOP_GRACE_MS, async () => (await starting)());
-      await starting;
+      try {
+        await starting;
+      } catch (err) {
+        throw withSourceFix(err, flags);
+      }
     });
+}
+
+/**
+ * A memory source that cannot be read at start ("cannot read ..."), with what to give
+ * instead; other errors (Valkey, the /metrics port) are explained in operator-errors.ts.
+ */
+function withSourceFix(err: unknown, flags: FeedFlags): unknown {
+  if (!(err instanceof Error) || !err.message.startsWith('cannot read ')) return err;
+  const fix =
+    flags.pid !== undefined
+      ? "give --pid the id of the relay's running process on this machine"
+      : flags.cgroup !== undefined
+        ? "give --cgroup the relay's cgroup directory (e.g. /sys/fs/cgroup/system.slice/relay.service)"
+        : flags.prometheus !== undefined
+          ? 'give --prometheus the URL of a running Prometheus text endpoint (and --metric its memory metric)'
+          : 'give --relay the URL of a running sluice reference relay';
+  return new Error(`${err.message}: ${fix}`);
 }

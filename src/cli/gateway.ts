@@ -129,9 +129,14 @@ function reloadFrom(sources: ConfigSources, log: Log, apply: (next: GatewayConfi
       'configuration reloaded (quotas and identity; listeners, Valkey and upstreams need a restart)',
     );
   } catch (err) {
+    // One line: what is wrong (the first problem; `err` holds them all) and what to do.
+    const message = (err as Error).message;
+    const problem = message.split('\n')[1]?.trim() ?? message.split(': fix')[0];
+    const file = sources.file ?? 'the configuration file';
     log.error(
-      { err: (err as Error).message },
-      'configuration reload rejected; keeping the current one',
+      { err: message },
+      `configuration reload rejected (${problem}); the running configuration stays: fix ${file} ` +
+        `and send SIGHUP again (\`sluice config check ${file}\` checks it first)`,
     );
   }
 }

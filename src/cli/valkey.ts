@@ -62,7 +62,9 @@ function withInstanceFlags(cmd: Command): Command {
 export function registerValkey(program: Command): void {
   const valkey = program
     .command('valkey')
-    .description('run an embedded Valkey (standalone or cluster) without Docker');
+    .description(
+      'run an embedded Valkey (standalone or cluster) without Docker: a development convenience of a repository checkout (installed, point --valkey-nodes at your own Valkey)',
+    );
 
   withInstanceFlags(valkey.command('start'))
     .description('start Valkey bound to 127.0.0.1, persistence off (idempotent)')

@@ -19,10 +19,31 @@ export interface ConfigSources {
 }
 
 /** Environment variables with a fixed meaning, besides the generic SLUICE__a__b form. */
-const ENV_ALIASES: Record<string, string> = {
+export const ENV_ALIASES: Readonly<Record<string, string>> = {
   SLUICE_ADMIN_TOKEN: 'admin.token',
   SLUICE_LOG_LEVEL: 'logging.level',
 };
+
+/**
+ * Flags of `sluice gateway` that set one setting (src/cli/gateway.ts); `--set path=value`
+ * sets any. Listed here for the configuration reference.
+ */
+export const PATH_FLAGS: Readonly<Record<string, string>> = {
+  'listen.host': '--host',
+  'listen.port': '--port',
+  'admin.port': '--admin-port',
+  'admin.token': '--admin-token',
+  'valkey.client': '--valkey-client',
+  'valkey.mode': '--valkey-mode',
+  'valkey.nodes': '--valkey-nodes a:1,b:2',
+  upstreams: '--upstream ID=URL (repeatable)',
+  workers: '--workers',
+};
+
+/** The generic environment variable of a dotted path: SLUICE__quotas__mode. */
+export function envVarOf(path: string): string {
+  return `SLUICE__${path.split('.').join('__')}`;
+}
 
 /**
  * Read the file (YAML or JSON), apply the environment (SLUICE__section__key=value, values
@@ -43,7 +64,7 @@ export function loadGatewayConfig(sources: ConfigSources): GatewayConfig {
     if (value === undefined || value === '') continue;
     if (ENV_ALIASES[name]) set(ENV_ALIASES[name], parseScalar(value), name);
     else if (name.startsWith('SLUICE__')) {
-      set(name.slice('SLUICE__'.length).split('__').join('.'), parseScalar(value), name);
+      set(pathOfEnvVar(name), parseScalar(value), name);
     }
   }
   for (const [path, value] of Object.entries(sources.overrides ?? {})) {
@@ -78,7 +99,11 @@ export function validateGatewayConfig(
         : ` (got ${JSON.stringify(got)})`;
     return `  ${label.path || '(top level)'}: ${issue.message}${shown}`;
   });
-  throw new ConfigError(`invalid gateway configuration${where}:\n${lines.join('\n')}`);
+  // The fix first, then one line per problem: the key, what is wrong, and what it got.
+  const fix = file
+    ? `fix the keys below (docs/CONFIGURATION.md; \`sluice config check ${file}\` checks without starting)`
+    : 'fix the keys below (docs/CONFIGURATION.md)';
+  throw new ConfigError(`invalid gateway configuration${where}: ${fix}\n${lines.join('\n')}`);
 }
 
 /**
@@ -107,7 +132,11 @@ function readConfigFile(file: string): Record<string, unknown> {
   try {
     text = readFileSync(file, 'utf8');
   } catch (err) {
-    throw new ConfigError(`cannot read config file ${file}: ${(err as Error).message}`);
+    const reason =
+      (err as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (err as Error).message;
+    throw new ConfigError(
+      `cannot read config file ${file}: ${reason}; give --config the path of a readable YAML or JSON file`,
+    );
   }
   let data: unknown;
   try {
@@ -123,6 +152,10 @@ function readConfigFile(file: string): Record<string, unknown> {
     throw new ConfigError(`config file ${file} must hold a mapping of settings at the top level`);
   }
   return data as Record<string, unknown>;
+}
+
+function pathOfEnvVar(name: string): string {
+  return name.slice('SLUICE__'.length).split('__').join('.');
 }
 
 /** "8080" -> 8080, "true" -> true, '["a"]' -> ["a"]; anything else stays a string. */

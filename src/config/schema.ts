@@ -16,8 +16,14 @@ export const QUOTA_CLASSES = ['write', 'read', 'exempt', 'deny'] as const;
 export type QuotaClass = (typeof QUOTA_CLASSES)[number];
 
 const Limit = z.strictObject({
-  points: z.number().int().min(0),
-  windowSec: positiveInt,
+  points: z
+    .number()
+    .int()
+    .min(0)
+    .describe(
+      'Points allowed per window (a request or EVENT costs its route or event cost; 0 refuses all)',
+    ),
+  windowSec: positiveInt.describe('The window, in seconds'),
 });
 export type Limit = z.infer<typeof Limit>;
 
@@ -30,11 +36,12 @@ export const QUOTA_MODES = ['enforce', 'shadow'] as const;
 export type QuotaMode = (typeof QUOTA_MODES)[number];
 
 const Tier = z.strictObject({
-  write: Limit,
-  /** Reads are free unless a tier gives them a limit. */
-  read: Limit.optional(),
-  /** This tier's mode; absent, the tier follows quotas.mode. */
-  mode: z.enum(QUOTA_MODES).optional(),
+  write: Limit.describe("The tier's write quota per client"),
+  read: Limit.optional().describe('A read quota; absent, reads are free'),
+  mode: z
+    .enum(QUOTA_MODES)
+    .optional()
+    .describe("This tier's mode (enforce or shadow); absent, the tier follows quotas.mode"),
 });
 export type Tier = z.infer<typeof Tier>;
 
@@ -52,18 +59,24 @@ export const DEFAULT_DENY_PATHS = ['/admin', '/stats', '/metrics'];
 export const DEFAULT_MAX_TRACKED_CLIENTS = 10_000;
 
 const Route = z.strictObject({
-  /**
-   * Path prefix the route applies to ("/events" matches "/events" and "/events/x"), matched
-   * against the path as the relay reads it (percent-decoded, dot segments resolved).
-   */
-  path: z.string().startsWith('/'),
+  path: z
+    .string()
+    .startsWith('/')
+    .describe(
+      'Path prefix the route applies to ("/events" matches "/events" and "/events/x"), matched ' +
+        'against the path as the relay reads it (percent-decoded, dot segments resolved)',
+    ),
   method: z
     .string()
     .transform((m) => m.toUpperCase())
-    .optional(),
-  class: z.enum(QUOTA_CLASSES),
-  /** Points one request costs (not used by exempt and deny). */
-  cost: positiveInt.default(1),
+    .optional()
+    .describe('HTTP method the route applies to (any case); absent, every method'),
+  class: z
+    .enum(QUOTA_CLASSES)
+    .describe(
+      'write or read: charged to that quota; exempt: free; deny: answered 404, never forwarded',
+    ),
+  cost: positiveInt.default(1).describe('Points one request costs (not used by exempt and deny)'),
 });
 export type Route = z.infer<typeof Route>;
 
@@ -89,9 +102,11 @@ const WriteBudget = z
 export type WriteBudget = z.infer<typeof WriteBudget>;
 
 const Upstream = z.strictObject({
-  /** The node id its pressure feed publishes under. */
-  id: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/, 'letters, digits, _ . - (at most 64)'),
-  url: z.url({ protocol: /^https?$/ }),
+  id: z
+    .string()
+    .regex(/^[A-Za-z0-9_.-]{1,64}$/, 'letters, digits, _ . - (at most 64)')
+    .describe('The node id its pressure feed publishes under (letters, digits, _ . -)'),
+  url: z.url({ protocol: /^https?$/ }).describe('The relay node, http:// or https://'),
   writeBudget: WriteBudget.optional(),
 });
 export type Upstream = z.infer<typeof Upstream>;
@@ -130,20 +145,31 @@ function deprecatedVerifySignatures(value: unknown, ctx: z.core.$RefinementCtx):
   return { verify: mapped, ...rest };
 }
 
-/**
- * nostr.costs: write points per EVENT by kind, plus points per KiB of the EVENT message above
- * a free size. Single kinds win over a range that holds them; ranges must not overlap.
- */
+/** Single kinds win over a range that holds them; ranges must not overlap. */
 const EventCosts = z
   .strictObject({
-    /** "1": 1, "1984": 20, "30000-39999": 5 (inclusive); 0 admits without consuming. */
-    kinds: z.record(z.string(), z.number().int().min(0)).default({}),
-    /** Points of a kind not named in `kinds`. */
-    default: z.number().int().min(0).default(1),
-    /** Each KiB (started) of the EVENT message beyond `freeBytes` adds `points`. */
+    kinds: z
+      .record(z.string(), z.number().int().min(0))
+      .default({})
+      .describe(
+        'Points per kind or inclusive range of kinds, e.g. {"1": 1, "1984": 20, "30000-39999": 5}; ' +
+          'a single kind wins over a range that holds it; 0 admits without consuming',
+      ),
+    default: z.number().int().min(0).default(1).describe('Points of a kind not named in kinds'),
     perKiB: z
-      .strictObject({ points: positiveInt, freeBytes: z.number().int().min(0).default(0) })
-      .optional(),
+      .strictObject({
+        points: positiveInt.describe('Points added per KiB (started) beyond freeBytes'),
+        freeBytes: z
+          .number()
+          .int()
+          .min(0)
+          .default(0)
+          .describe('Bytes of the EVENT message that cost nothing extra'),
+      })
+      .optional()
+      .describe(
+        'Size surcharge: each KiB (started) of the EVENT message beyond freeBytes adds points',
+      ),
   })
   .superRefine((costs, ctx) => {
     for (const spec of Object.keys(costs.kinds)) {
@@ -166,6 +192,8 @@ const KindSpec = z.union([z.number(), z.string()]).superRefine((spec, ctx) => {
   if (problem) ctx.addIssue({ code: 'custom', message: problem });
 });
 
+const port = z.number().int().min(0).max(65535);
+
 /** How the gateway spreads requests and new connections over the healthy relay nodes. */
 export const ROUTING_MODES = ['sticky', 'round-robin', 'headroom'] as const;
 export type RoutingMode = (typeof ROUTING_MODES)[number];
@@ -179,276 +207,466 @@ export type RoutingMode = (typeof ROUTING_MODES)[number];
  */
 const Drain = z
   .strictObject({
-    enabled: z.boolean().default(false).describe('move connections off a node in trouble'),
+    enabled: z.boolean().default(false).describe('Move connections off a node in trouble'),
     belowShareOfBest: z
       .number()
       .gt(0)
       .max(1)
       .default(0.5)
-      .describe("a node is in trouble below this share of the best healthy node's multiplier"),
+      .describe("A node is in trouble below this share of the best healthy node's multiplier"),
     sharePerSec: z
       .number()
       .gt(0)
       .max(1)
       .default(0.05)
-      .describe("at most this share of a troubled node's connections is closed per second"),
+      .describe("At most this share of a troubled node's connections is closed per second"),
     minPerSec: positiveInt
       .default(1)
-      .describe('but at least this many per second (a node with few connections still drains)'),
+      .describe('But at least this many per second (a node with few connections still drains)'),
     settleMs: positiveInt
       .default(5000)
-      .describe('a chosen connection waits at most this long for the OKs of its EVENTs'),
+      .describe('A chosen connection waits at most this long for the OKs of its EVENTs'),
   })
-  .describe('gradual drain of WebSockets pinned to a node in trouble');
+  .describe('Gradual drain of WebSockets pinned to a node in trouble');
 
 export const GatewayConfigSchema = z
   .strictObject({
     listen: z
       .strictObject({
-        host: z.string().default('127.0.0.1'),
-        port: z.number().int().min(0).max(65535).default(8080),
+        host: z
+          .string()
+          .default('127.0.0.1')
+          .describe('Address clients connect to (HTTP and WebSocket); 0.0.0.0 for all'),
+        port: port.default(8080).describe('Port clients connect to (0 picks a free one)'),
       })
-      .prefault({}),
-    admin: z.strictObject({
-      host: z.string().default('127.0.0.1'),
-      port: z.number().int().min(0).max(65535).default(8081),
-      /** Bearer token for /admin/*; required (from the file, SLUICE_ADMIN_TOKEN or --admin-token). */
-      token: z.string().min(16, 'the admin token must have at least 16 characters'),
-    }),
+      .prefault({})
+      .describe('The public listener'),
+    admin: z
+      .strictObject(
+        {
+          host: z
+            .string()
+            .default('127.0.0.1')
+            .describe('Address of /admin/*, /metrics, /healthz and /readyz'),
+          port: port.default(8081).describe('Port of the admin listener (0 picks a free one)'),
+          token: z
+            .string({
+              error: (issue) =>
+                issue.input === undefined
+                  ? 'is required: set SLUICE_ADMIN_TOKEN, --admin-token or admin.token to a secret of at least 16 characters (e.g. `openssl rand -hex 32`)'
+                  : undefined,
+            })
+            .min(16, 'the admin token must have at least 16 characters')
+            .describe(
+              'Bearer token for /admin/* (at least 16 characters, e.g. `openssl rand -hex 32`); ' +
+                'required; the placeholder of the examples is refused',
+            ),
+        },
+        {
+          error: (issue) =>
+            issue.input === undefined
+              ? 'is required (admin.token): set SLUICE_ADMIN_TOKEN, --admin-token or admin.token to a secret of at least 16 characters (e.g. `openssl rand -hex 32`)'
+              : undefined,
+        },
+      )
+      .describe('The admin listener (operators and Prometheus only)'),
     valkey: z
       .strictObject({
-        client: z.enum(CLIENT_KINDS).default('valkey-glide'),
-        mode: z.enum(TOPOLOGIES).default('standalone'),
-        nodes: z.array(hostPort).min(1).default(['127.0.0.1:6379']),
-        connectTimeoutMs: positiveInt.default(2000),
-        commandTimeoutMs: positiveInt.default(250),
-        inflightLimit: positiveInt.default(1000),
+        client: z.enum(CLIENT_KINDS).default('valkey-glide').describe('The Valkey client library'),
+        mode: z
+          .enum(TOPOLOGIES)
+          .default('standalone')
+          .describe('standalone, or cluster (give any node or nodes of the cluster)'),
+        nodes: z
+          .array(hostPort)
+          .min(1)
+          .default(['127.0.0.1:6379'])
+          .describe('Valkey nodes as "host:port"'),
+        connectTimeoutMs: positiveInt.default(2000).describe('Time allowed to connect to Valkey'),
+        commandTimeoutMs: positiveInt
+          .default(250)
+          .describe('Time allowed to one Valkey command before it counts as a store failure'),
+        inflightLimit: positiveInt
+          .default(1000)
+          .describe(
+            'Valkey commands in flight at once; beyond, a command fails as a store failure',
+          ),
       })
-      .prefault({}),
-    upstreams: z.array(Upstream).min(1, 'at least one upstream relay node is required'),
-    /**
-     * sticky: a client's writes go to one node (by its hash); round-robin: spread them;
-     * headroom: each HTTP request and each new WebSocket goes to the better of two random
-     * healthy nodes by multiplier, never to one at 0 or in emergency while another can take it.
-     */
-    routing: z.enum(ROUTING_MODES).default('sticky'),
+      .prefault({})
+      .describe('Where the shared quotas and the pressure multipliers live'),
+    upstreams: z
+      .array(Upstream, {
+        error: (issue) =>
+          issue.input === undefined
+            ? 'is required: give the relay nodes behind the gateway (upstreams: [{ id, url }] in the file, or --upstream ID=URL)'
+            : undefined,
+      })
+      .min(1, 'at least one upstream relay node is required')
+      .describe('The relay nodes behind the gateway (at least one)'),
+    routing: z
+      .enum(ROUTING_MODES)
+      .default('sticky')
+      .describe(
+        "sticky: a client's writes go to one node (by its hash); round-robin: spread them; " +
+          'headroom: each HTTP request and each new WebSocket goes to the better of two random ' +
+          'healthy nodes by multiplier, never to one at 0 or in emergency while another can take it',
+      ),
     healthCheck: z
       .strictObject({
-        path: z.string().startsWith('/').default('/healthz'),
-        intervalMs: positiveInt.default(2000),
-        timeoutMs: positiveInt.default(1000),
-        /** Consecutive failures before a node leaves rotation. */
-        failuresToDown: positiveInt.default(2),
+        path: z
+          .string()
+          .startsWith('/')
+          .default('/healthz')
+          .describe("Path of each relay node's health endpoint"),
+        intervalMs: positiveInt.default(2000).describe('How often each node is checked'),
+        timeoutMs: positiveInt.default(1000).describe('A check slower than this fails'),
+        failuresToDown: positiveInt
+          .default(2)
+          .describe('Consecutive failures before a node leaves rotation'),
       })
-      .prefault({}),
-    /** Peers (IPs or CIDRs) whose X-Forwarded-For is believed. Nobody by default. */
-    trustedProxies: z.array(z.string()).default([]),
+      .prefault({})
+      .describe('Health checks of the relay nodes'),
+    trustedProxies: z
+      .array(z.string())
+      .default([])
+      .describe(
+        'Peers (IPs or CIDRs) whose X-Forwarded-For is believed, e.g. ["10.0.0.0/8"]; nobody by default',
+      ),
     identity: z
       .strictObject({
-        order: z.array(z.enum(IDENTITY_SOURCES)).min(1).default(['apiKey', 'pubkey', 'ip']),
+        order: z
+          .array(z.enum(IDENTITY_SOURCES))
+          .min(1)
+          .default(['apiKey', 'pubkey', 'ip'])
+          .describe(
+            "Where a client's identity comes from, first match wins: apiKey (a known key), auth " +
+              '(a NIP-42 authenticated pubkey), ip; pubkey also charges the verified author of an EVENT',
+          ),
         apiKeyHeader: z
           .string()
           .default('x-api-key')
-          .transform((h) => h.toLowerCase()),
-        /** Salt of the identity hash; every gateway sharing a quota must use the same one. */
-        keySalt: z.string().min(1).default(DEFAULT_KEY_SALT),
-        /**
-         * Credential headers passed on to the relays (the API key header and Authorization are
-         * removed otherwise), e.g. ["authorization"] for relays that check NIP-98 HTTP auth.
-         */
-        forwardCredentials: z.array(z.string().transform((h) => h.toLowerCase())).default([]),
-        /** IPv6 clients are one client per network of this prefix (128: per address). */
-        ipv6PrefixLength: z.number().int().min(1).max(128).default(64),
+          .transform((h) => h.toLowerCase())
+          .describe('Request header holding the API key'),
+        keySalt: z
+          .string()
+          .min(1)
+          .default(DEFAULT_KEY_SALT)
+          .describe(
+            'Secret salt of the identity hashes in Valkey; every gateway sharing a quota must use ' +
+              'the same one (the public default is warned about at start)',
+          ),
+        forwardCredentials: z
+          .array(z.string().transform((h) => h.toLowerCase()))
+          .default([])
+          .describe(
+            'Credential headers passed on to the relays (the API key header and Authorization ' +
+              'are removed otherwise), e.g. ["authorization"] for relays that check NIP-98',
+          ),
+        ipv6PrefixLength: z
+          .number()
+          .int()
+          .min(1)
+          .max(128)
+          .default(64)
+          .describe('IPv6 clients are one client per network of this prefix (128: per address)'),
       })
-      .prefault({}),
+      .prefault({})
+      .describe('Who a client is, for its quota'),
     quotas: z
       .strictObject({
-        /** Off: a plain proxy (the benchmark's ceiling). */
-        enabled: z.boolean().default(true),
-        /** enforce, or shadow: count and report who would be limited, refuse nobody. */
-        mode: z.enum(QUOTA_MODES).default('enforce'),
+        enabled: z.boolean().default(true).describe('Off: a plain proxy (the benchmark ceiling)'),
+        mode: z
+          .enum(QUOTA_MODES)
+          .default('enforce')
+          .describe(
+            'enforce, or shadow: compute, count (outcome="shadow_limited"), log and send headers, ' +
+              'refuse nobody (a dry run); switchable at runtime through the admin API',
+          ),
         headers: z
           .strictObject({
-            /**
-             * Also send X-RateLimit-Limit, -Remaining and -Reset (seconds from now), for
-             * clients that read only those; RateLimit-Policy and RateLimit are always sent.
-             */
-            legacy: z.boolean().default(false),
+            legacy: z
+              .boolean()
+              .default(false)
+              .describe(
+                'Also send X-RateLimit-Limit, -Remaining and -Reset (seconds from now); ' +
+                  'RateLimit-Policy and RateLimit are always sent',
+              ),
           })
-          .prefault({}),
+          .prefault({})
+          .describe('Rate-limit headers of answers'),
         keyPrefix: z
           .string()
           .regex(/^[A-Za-z0-9:_-]+$/)
-          .default('sluice'),
+          .default('sluice')
+          .describe('Prefix of every Valkey key the gateway writes'),
         tiers: z
           .record(z.string(), Tier)
-          .default({ default: { write: { points: 600, windowSec: 60 } } }),
-        defaultTier: z.string().default('default'),
-        /** API key -> tier. A key may be given as "sha256:<hex>" to keep it out of the file. */
-        apiKeys: z.record(z.string(), z.string()).default({}),
-        routes: z.array(Route).default([]),
-        /**
-         * Path prefixes answered 404 and never forwarded, whatever the method and case; checked
-         * before `routes`, so adding routes keeps them. [] forwards everything.
-         */
-        denyPaths: z.array(z.string().startsWith('/')).default(DEFAULT_DENY_PATHS),
-        /** Identities (IP, pubkey hex or API key) that bypass quotas. */
-        allowList: z.array(z.string()).default([]),
-        /** Reject known over-limit clients from memory, without a Valkey round trip. */
-        inMemoryBlock: z.boolean().default(true),
-        /** Gateways sharing the quota: the insurance limiter enforces this gateway's share. */
-        gateways: positiveInt.default(1),
-        /** When Valkey fails: insure (in-memory share), open (admit), closed (503). */
-        onStoreFailure: z.enum(['insure', 'open', 'closed']).default('insure'),
-        /** After a store failure, skip Valkey for this long before trying it again. */
-        retryStoreAfterMs: positiveInt.default(1000),
-        /** Multipliers are quantised down to this step: one limiter per step. */
-        multiplierStep: z.number().positive().max(1).default(0.05),
-        /**
-         * Quota leases: a gateway takes several points of a key's quota in one atomic round
-         * trip (never past the effective limit) and spends them locally. Never over-admits;
-         * points leased here and unspent are the cost (see README, "Quota leases").
-         */
+          .default({ default: { write: { points: 600, windowSec: 60 } } })
+          .describe('Named quotas; a client gets defaultTier unless its API key names another'),
+        defaultTier: z
+          .string()
+          .default('default')
+          .describe('The tier of clients without an API key'),
+        apiKeys: z
+          .record(z.string(), z.string())
+          .default({})
+          .describe(
+            'API key -> tier; a key may be given as "sha256:<hex>" to keep it out of the file',
+          ),
+        routes: z
+          .array(Route)
+          .default([])
+          .describe(
+            'HTTP routes and their quota class, first match wins; unmatched requests are reads for GET, HEAD and OPTIONS, writes otherwise (cost 1)',
+          ),
+        denyPaths: z
+          .array(z.string().startsWith('/'))
+          .default(DEFAULT_DENY_PATHS)
+          .describe(
+            'Path prefixes answered 404 and never forwarded, whatever the method and case; ' +
+              'checked before routes; [] forwards everything',
+          ),
+        allowList: z
+          .array(z.string())
+          .default([])
+          .describe('Identities (IP, pubkey hex or API key) that bypass quotas'),
+        inMemoryBlock: z
+          .boolean()
+          .default(true)
+          .describe('Refuse known over-limit clients from memory, without a Valkey round trip'),
+        gateways: positiveInt
+          .default(1)
+          .describe('Gateways sharing the quotas: the insurance limiter enforces this share'),
+        onStoreFailure: z
+          .enum(['insure', 'open', 'closed'])
+          .default('insure')
+          .describe(
+            "When Valkey fails: insure (an in-memory limiter enforces this gateway's share), " +
+              'open (admit), closed (503)',
+          ),
+        retryStoreAfterMs: positiveInt
+          .default(1000)
+          .describe('After a store failure, skip Valkey for this long before trying it again'),
+        multiplierStep: z
+          .number()
+          .positive()
+          .max(1)
+          .default(0.05)
+          .describe('Multipliers are quantised down to this step: one limiter per step'),
         lease: z
           .strictObject({
-            enabled: z.boolean().default(false),
-            /**
-             * A key unused this long hands its unspent points back; a lease holds no more
-             * than the key spends in half of it.
-             */
-            idleMs: positiveInt.default(10_000),
+            enabled: z
+              .boolean()
+              .default(false)
+              .describe(
+                "Take several points of a key's quota in one atomic round trip (never past the " +
+                  'effective limit) and spend them locally; never over-admits',
+              ),
+            idleMs: positiveInt
+              .default(10_000)
+              .describe(
+                'A key unused this long hands its unspent points back; a lease holds no more ' +
+                  'than the key spends in half of it',
+              ),
           })
-          .prefault({}),
+          .prefault({})
+          .describe('Quota leases (docs/GATEWAY.md, "Quota leases")'),
       })
-      .prefault({}),
-    /** Adaptive multipliers from the pressure feeds (off: every node stays at 1.0). */
+      .prefault({})
+      .describe('Per-client quotas'),
     pressure: z
       .strictObject({
-        enabled: z.boolean().default(false),
-        /** Used at cold start and when a feed goes stale: neither 1 (unsafe) nor 0 (an outage). */
-        safeMultiplier: z.number().gt(0).lt(1).default(0.5),
-        /** No report for this long: the feed is stale (about three feed ticks). */
-        staleAfterMs: positiveInt.default(1500),
-        /** How long a stale feed's last value is held before moving to the safe value. */
-        holdMs: positiveInt.default(2000),
-        /** Reports needed after a gap before the feed is trusted again. */
-        freshReportsToTrust: positiveInt.default(3),
-        /** Fastest rise of a multiplier once trusted again, per second. */
-        rampUpPerSec: z.number().positive().default(0.1),
-        /** How often the board re-evaluates staleness. */
-        evaluateMs: positiveInt.default(250),
-        /** New connections and non-sticky writes avoid a node in emergency when others can take them. */
-        avoidEmergency: z.boolean().default(false),
+        enabled: z
+          .boolean()
+          .default(false)
+          .describe("Follow the feeds' multipliers (off: every node stays at 1)"),
+        safeMultiplier: z
+          .number()
+          .gt(0)
+          .lt(1)
+          .default(0.5)
+          .describe(
+            'Used at cold start and when a feed goes stale: neither 1 (unsafe) nor 0 (an outage)',
+          ),
+        staleAfterMs: positiveInt
+          .default(1500)
+          .describe('No report for this long: the feed is stale (about three feed ticks)'),
+        holdMs: positiveInt
+          .default(2000)
+          .describe("How long a stale feed's last value is held before moving to the safe value"),
+        freshReportsToTrust: positiveInt
+          .default(3)
+          .describe('Reports needed after a gap before the feed is trusted again'),
+        rampUpPerSec: z
+          .number()
+          .positive()
+          .default(0.1)
+          .describe('Fastest rise of a multiplier once trusted again, per second'),
+        evaluateMs: positiveInt.default(250).describe('How often staleness is re-evaluated'),
+        avoidEmergency: z
+          .boolean()
+          .default(false)
+          .describe(
+            'New connections and non-sticky writes avoid a node in emergency when others can take them',
+          ),
         drain: Drain.prefault({}),
       })
-      .prefault({}),
+      .prefault({})
+      .describe('Adaptive multipliers from the pressure feeds (docs/PRESSURE.md)'),
     limits: z
       .strictObject({
-        maxFrameBytes: positiveInt.default(128 * 1024),
-        maxBodyBytes: positiveInt.default(1024 * 1024),
-        /** Client frames waiting for a decision before the socket is paused. */
-        maxQueuedFrames: positiveInt.default(64),
-        /** WebSocket frames one source address may send per second, over all its connections. */
-        framesPerSecPerAddress: positiveInt.default(1000),
-        /** WebSocket connections (open or opening) one source address may hold; beyond: 429. */
-        maxConnectionsPerAddress: positiveInt.default(256),
-        /**
-         * Clients held in memory by each per-client structure (identity hashes, in-memory
-         * blocks and insurance counters per quota, frame rates per address); past it the least
-         * recently seen is forgotten. Forgetting costs a hash or a Valkey round trip, never an
-         * admission beyond a limit while Valkey answers.
-         */
-        maxTrackedClients: positiveInt.default(DEFAULT_MAX_TRACKED_CLIENTS),
-        /**
-         * Bytes waiting to be written to one client that does not read: past half of this (at
-         * most 1 MiB) the gateway stops reading from it; past this it is closed (1008).
-         */
-        maxBufferedBytesPerClient: positiveInt.default(4 * 1024 * 1024),
-        /** A client's request headers must all arrive within this (slow headers: 408, closed). */
-        headersTimeoutMs: positiveInt.default(10_000),
-        /** A client's whole request, body included, must arrive within this (else 408, closed). */
-        requestTimeoutMs: positiveInt.default(30_000),
-        /** An idle keep-alive connection is closed after this. */
-        keepAliveTimeoutMs: positiveInt.default(5_000),
-        /** A relay must connect and start answering (and keep its body flowing) within this. */
-        upstreamTimeoutMs: positiveInt.default(30_000),
+        maxFrameBytes: positiveInt
+          .default(128 * 1024)
+          .describe('Largest WebSocket message; larger ones are refused'),
+        maxBodyBytes: positiveInt.default(1024 * 1024).describe('Largest HTTP request body'),
+        maxQueuedFrames: positiveInt
+          .default(64)
+          .describe('Client frames waiting for a decision before the socket is paused'),
+        framesPerSecPerAddress: positiveInt
+          .default(1000)
+          .describe(
+            'WebSocket frames one source address may send per second, over all its connections',
+          ),
+        maxConnectionsPerAddress: positiveInt
+          .default(256)
+          .describe(
+            'WebSocket connections (open or opening) one source address may hold; beyond: 429',
+          ),
+        maxTrackedClients: positiveInt
+          .default(DEFAULT_MAX_TRACKED_CLIENTS)
+          .describe(
+            'Clients held in memory by each per-client structure (identity hashes, blocks, ' +
+              'insurance counters, frame rates); past it the least recently seen is forgotten',
+          ),
+        maxBufferedBytesPerClient: positiveInt
+          .default(4 * 1024 * 1024)
+          .describe(
+            'Bytes waiting for a client that does not read: past half (at most 1 MiB) it is not ' +
+              'read from, past this it is closed (1008)',
+          ),
+        headersTimeoutMs: positiveInt
+          .default(10_000)
+          .describe("A client's request headers must all arrive within this (else 408, closed)"),
+        requestTimeoutMs: positiveInt
+          .default(30_000)
+          .describe("A client's whole request, body included, must arrive within this (else 408)"),
+        keepAliveTimeoutMs: positiveInt
+          .default(5_000)
+          .describe('An idle keep-alive connection is closed after this'),
+        upstreamTimeoutMs: positiveInt
+          .default(30_000)
+          .describe('A relay must connect and start answering within this (else 504)'),
       })
       .refine((l) => l.headersTimeoutMs <= l.requestTimeoutMs, {
         path: ['headersTimeoutMs'],
         message: 'must not exceed requestTimeoutMs (the headers are part of the request)',
       })
-      .prefault({}),
+      .prefault({})
+      .describe('Bounds on what one client may hold or send'),
     nostr: z
       .preprocess(
         deprecatedVerifySignatures,
         z.strictObject({
-          /**
-           * Who checks EVENT signatures: `auto`, the gateway, only where something needs the
-           * author (the pubkey identity, with quotas on), before the relay sees the event;
-           * `always`, the gateway, every EVENT (the relay then never sees a forgery); `relay`,
-           * the relay alone: the author is charged when the relay accepts the event (its `OK`
-           * true proves the signature), and refused beforehand once known over its limit, so
-           * an author may overrun its quota by the events it has in flight; `never` (refused
-           * with the pubkey identity).
-           */
-          verify: z.enum(['auto', 'always', 'relay', 'never']).default('auto'),
-          /** EVENTs failing verification on one connection before it is closed (1008). */
-          maxInvalidEvents: positiveInt.default(10),
-          /** Write points per EVENT by kind and size (HTTP routes keep their own `cost`). */
-          costs: EventCosts.prefault({}),
-          /**
-           * Paths where a POST carries one Nostr event (the reference relay's HTTP write):
-           * judged by the same event policy as a WebSocket EVENT (kinds, proof of work, costs,
-           * the author's quota) instead of by its route. [] judges them as any HTTP write.
-           */
+          verify: z
+            .enum(['auto', 'always', 'relay', 'never'])
+            .default('auto')
+            .describe(
+              'Who checks EVENT signatures: auto, the gateway where something needs the author ' +
+                '(the pubkey identity); always, the gateway, every EVENT; relay, the relay alone ' +
+                '(the author is charged when its OK accepts); never (refused with the pubkey ' +
+                'identity). The older verifySignatures: true | false still reads as always | never',
+            ),
+          maxInvalidEvents: positiveInt
+            .default(10)
+            .describe('EVENTs failing verification on one connection before it is closed (1008)'),
+          costs: EventCosts.prefault({}).describe(
+            'Write points per EVENT by kind and size (HTTP routes keep their own cost)',
+          ),
           httpEventPaths: z
             .array(z.string().startsWith('/'))
             .default(['/events'])
-            .describe('POST paths whose body is one Nostr event, judged as a WebSocket EVENT'),
-          /** Kinds answered `blocked:` and never forwarded, e.g. [4, "1000-1999"]. */
-          blockedKinds: z.array(KindSpec).default([]),
-          /**
-           * The URL clients use for this gateway (ws:// or wss://): an AUTH event's relay tag
-           * must name it. Needed by the `auth` identity and authRequiredForWrites.
-           */
-          publicUrl: z.url({ protocol: /^wss?$/ }).optional(),
-          /** EVENTs from connections that have not authenticated (NIP-42) get auth-required:. */
-          authRequiredForWrites: z.boolean().default(false),
-          /** Open subscriptions (REQ ids) per connection; a REQ beyond: CLOSED restricted:. */
-          maxSubscriptions: positiveInt.optional(),
-          /** Filters in one REQ or COUNT; beyond: CLOSED restricted:. */
-          maxFiltersPerReq: positiveInt.optional(),
-          /** NIP-13 proof of work on event ids (the `nonce` tag's committed target caps it). */
+            .describe(
+              "Paths where a POST carries one Nostr event (the reference relay's HTTP write): " +
+                'judged by the same event policy as a WebSocket EVENT (kinds, proof of work, ' +
+                "costs, the author's quota) instead of by its route; [] judges them by route",
+            ),
+          blockedKinds: z
+            .array(KindSpec)
+            .default([])
+            .describe('Kinds answered blocked: and never forwarded, e.g. [4, "1000-1999"]'),
+          publicUrl: z
+            .url({ protocol: /^wss?$/ })
+            .optional()
+            .describe(
+              'The ws:// or wss:// URL clients use for this gateway: an AUTH event must name it; ' +
+                'needed by the auth identity and authRequiredForWrites',
+            ),
+          authRequiredForWrites: z
+            .boolean()
+            .default(false)
+            .describe(
+              'EVENTs from connections that have not authenticated (NIP-42) get auth-required:',
+            ),
+          maxSubscriptions: positiveInt
+            .optional()
+            .describe(
+              'Open subscriptions (REQ ids) per connection; a REQ beyond: CLOSED restricted:',
+            ),
+          maxFiltersPerReq: positiveInt
+            .optional()
+            .describe('Filters in one REQ or COUNT; beyond: CLOSED restricted:'),
           pow: z
             .strictObject({
-              /** Events credited with fewer leading zero bits are refused `pow:` (0: none). */
-              minDifficulty: z.number().int().min(0).max(256).default(0),
-              /** Each whole `perBits` above minDifficulty multiplies the cost by `factor`. */
+              minDifficulty: z
+                .number()
+                .int()
+                .min(0)
+                .max(256)
+                .default(0)
+                .describe(
+                  'Events credited with fewer leading zero bits are refused pow: (0: none)',
+                ),
               discount: z
                 .strictObject({
-                  perBits: z.number().int().min(1).max(256),
-                  factor: z.number().gt(0).lt(1),
+                  perBits: z
+                    .number()
+                    .int()
+                    .min(1)
+                    .max(256)
+                    .describe('Each whole perBits above minDifficulty ...'),
+                  factor: z.number().gt(0).lt(1).describe('... multiplies the cost by factor'),
                 })
-                .optional(),
+                .optional()
+                .describe('Cheaper writes for more work (rounded up, at least 1 point)'),
             })
-            .prefault({}),
+            .prefault({})
+            .describe(
+              "NIP-13 proof of work on event ids (the nonce tag's committed target caps it)",
+            ),
         }),
       )
-      .prefault({}),
+      .prefault({})
+      .describe("The operator's Nostr policy (docs/NOSTR.md)"),
     logging: z
       .strictObject({
         level: z
           .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
-          .default('info'),
-        requests: z.boolean().default(false),
+          .default('info')
+          .describe('Log level (logs go to stderr as JSON lines)'),
+        requests: z.boolean().default(false).describe('Log every request'),
       })
-      .prefault({}),
-    shutdownGraceMs: positiveInt.default(10_000),
-    /**
-     * Gateway processes sharing the listening port (node:cluster): `auto` is one per core.
-     * With more than one, a primary holds the admin listener and forwards to the workers.
-     */
-    workers: z.union([z.literal('auto'), positiveInt.max(64)]).default('auto'),
+      .prefault({})
+      .describe('Logging'),
+    shutdownGraceMs: positiveInt
+      .default(10_000)
+      .describe('On SIGTERM, time given to requests in flight before connections are cut'),
+    workers: z
+      .union([z.literal('auto'), positiveInt.max(64)])
+      .default('auto')
+      .describe(
+        'Gateway processes sharing the listening port: auto is one per core; with more than ' +
+          'one, a primary holds the admin listener and forwards to the workers',
+      ),
   })
   .superRefine((cfg, ctx) => {
     if (isPlaceholderAdminToken(cfg.admin.token)) {

@@ -30,6 +30,35 @@ export function defaultSaltWarning(config: GatewayConfig): string | undefined {
 const SECRET_VALUES = ['admin.token', 'identity.keySalt', 'quotas.allowList'];
 /** Maps whose keys are secret (plain API keys): an error names an entry by its position. */
 const SECRET_KEYS = ['quotas.apiKeys'];
+/** Every setting holding a secret, for the reference and `sluice config check`. */
+export const SECRET_SETTINGS: readonly string[] = [...SECRET_VALUES, ...SECRET_KEYS];
+
+/**
+ * The configuration as `sluice config check` prints it: the admin token, a salt of one's
+ * own, allow-listed identities, plain API keys and passwords in upstream URLs replaced by
+ * placeholders that say what was there. Hashed keys (sha256:...) and the public default salt
+ * are not secrets and stay.
+ */
+export function maskSecrets(config: GatewayConfig): GatewayConfig {
+  const masked = structuredClone(config);
+  masked.admin.token = `<secret: ${config.admin.token.length} characters>`;
+  if (config.identity.keySalt !== DEFAULT_KEY_SALT) masked.identity.keySalt = '<secret>';
+  masked.quotas.allowList = config.quotas.allowList.map((_, i) => `<allowed identity #${i + 1}>`);
+  masked.quotas.apiKeys = Object.fromEntries(
+    Object.entries(config.quotas.apiKeys).map(([key, tier], i) => [
+      key.startsWith('sha256:') ? key : `<key #${i + 1}>`,
+      tier,
+    ]),
+  );
+  masked.upstreams = config.upstreams.map((u) => {
+    const url = new URL(u.url);
+    if (!url.password && !url.username) return u;
+    url.username = url.username ? '<user>' : '';
+    url.password = url.password ? '<secret>' : '';
+    return { ...u, url: url.toString() };
+  });
+  return masked;
+}
 
 export interface SettingLabel {
   /** The dotted path, with secret map keys replaced by "<key #N>". */

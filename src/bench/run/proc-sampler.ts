@@ -33,7 +33,7 @@ interface ProcReading {
 }
 
 let ticksPerSecond: number | undefined;
-function clockTicks(): number {
+export function clockTicks(): number {
   if (ticksPerSecond === undefined) {
     try {
       ticksPerSecond = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim());
