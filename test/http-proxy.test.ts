@@ -32,6 +32,9 @@ before(async () => {
       nodes: standaloneNodes().map((n) => `${n.host}:${n.port}`),
     },
     upstreams: relays.map((r, i) => ({ id: i === 0 ? 'relay-a' : 'relay-b', url: r.url })),
+    // The senders' quotas are this suite's subject: an event's author (charged over HTTP as
+    // over WebSocket) is left out. See test/hostile/nostr-session-attacks.test.ts.
+    identity: { order: ['apiKey', 'ip'] },
     quotas: {
       keyPrefix: uniquePrefix('http-proxy'),
       tiers: {

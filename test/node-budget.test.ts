@@ -320,7 +320,11 @@ describe('admission: the client cap first, then the node budget', { timeout: 10_
     const author = freshAuthor();
     const answers = [];
     for (let i = 0; i < 12; i++) {
-      const conn = { ip: `203.0.113.${100 + i}`, nodeId: 'relay-a', invalidEvents: 0 };
+      const conn = {
+        ip: `203.0.113.${100 + i}`,
+        nodeId: 'relay-a',
+        session: admission.newSession(),
+      };
       const event = author.event(i);
       answers.push(
         await admission.frame(conn, Buffer.from(JSON.stringify(['EVENT', event])), false),

@@ -61,6 +61,8 @@ function leaseSettings(
   gateways = 1,
 ) {
   return {
+    // The address is the client: one key signs every event, and is no identity here.
+    identity: { order: ['ip'] },
     quotas: {
       keyPrefix: prefix,
       gateways,

@@ -12,7 +12,7 @@ import {
   WRITE_QUOTA_KEY,
   mergeRelayInfo,
 } from '../src/gateway/relay-info-document.js';
-import { RELAY_INFO_MAX_BYTES } from '../src/gateway/relay-info.js';
+import { RELAY_INFO_MAX_BYTES, RELAY_INFO_MAX_FETCHES } from '../src/gateway/relay-info.js';
 import { uniquePrefix } from './helpers/env.js';
 import { admin, request, startGateway, suiteRelayAndGateway } from './helpers/gateway.js';
 import type { GatewayUnderTest } from './helpers/gateway.js';
@@ -158,6 +158,29 @@ describe('NIP-11 from the gateway, before a relay that misbehaves', { timeout: 6
     );
     for (const res of answers) assert.equal(res.status, 200, res.body);
     assert.equal(fetchesOf('/cached'), 1);
+  });
+
+  it('fetches by path: distinct query strings share one fetch', async () => {
+    const answers = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        request(`${gw.url}/queried?n=${i}`, { headers: NOSTR_JSON }),
+      ),
+    );
+    for (const res of answers) assert.equal(res.status, 200, res.body);
+    assert.equal(fetchesOf('/queried'), 1, 'fetched once, without the query');
+  });
+
+  it('holds at most RELAY_INFO_MAX_FETCHES fetches open; past it, 503 at once', async () => {
+    const answers = await Promise.all(
+      Array.from({ length: 40 }, (_, i) =>
+        request(`${gw.url}/hang/${i}?n=${i}`, { headers: NOSTR_JSON }),
+      ),
+    );
+    const opened = upstream.requests.filter((r) => r.url.startsWith('/hang/')).length;
+    assert.ok(opened <= RELAY_INFO_MAX_FETCHES, `${opened} fetches reached the relay`);
+    const busy = answers.filter((r) => r.status === 503);
+    assert.equal(busy.length, 40 - opened, 'the others are told to come back');
+    assert.equal(busy[0]?.headers['retry-after'], '1');
   });
 
   it('a relay that does not answer in time: 502 naming the timeout', async () => {

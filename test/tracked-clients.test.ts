@@ -197,7 +197,7 @@ describe('frame rate per address', { timeout: 10_000 }, () => {
       { limits: { framesPerSecPerAddress: 2, maxTrackedClients: 2 } },
       [],
     );
-    const conn = (ip: string) => ({ ip, nodeId: 'relay-a', invalidEvents: 0 });
+    const conn = (ip: string) => ({ ip, nodeId: 'relay-a', session: admission.newSession() });
     const close = Buffer.from('["CLOSE","s"]');
     const a = conn('192.0.2.1');
     assert.equal((await admission.frame(a, close, false)).forward, true);

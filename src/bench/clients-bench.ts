@@ -108,6 +108,8 @@ function gatewayConfig(opts: ClientsBenchOptions, valkey: NodeAddress, relayUrl:
     logging: { level: 'warn', requests: false },
     workers: 1,
     identity: { order: ['ip'] },
+    // Its writes are `{}` to a stand-in upstream: judged by route, not as Nostr events.
+    nostr: { httpEventPaths: [] },
     ...(opts.maxTrackedClients ? { limits: { maxTrackedClients: opts.maxTrackedClients } } : {}),
     quotas: {
       enabled: true,

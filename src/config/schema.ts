@@ -582,6 +582,14 @@ export const GatewayConfigSchema = z
           costs: EventCosts.prefault({}).describe(
             'Write points per EVENT by kind and size (HTTP routes keep their own cost)',
           ),
+          httpEventPaths: z
+            .array(z.string().startsWith('/'))
+            .default(['/events'])
+            .describe(
+              "Paths where a POST carries one Nostr event (the reference relay's HTTP write): " +
+                'judged by the same event policy as a WebSocket EVENT (kinds, proof of work, ' +
+                "costs, the author's quota) instead of by its route; [] judges them by route",
+            ),
           blockedKinds: z
             .array(KindSpec)
             .default([])

@@ -17,11 +17,9 @@ import { IntervalSampler } from '../util/sampler.js';
 import { WindowCounters } from '../util/window-counters.js';
 import type { GatewayContext } from './context.js';
 import { recordDecision } from './context.js';
-import { authEventProblem } from '../nostr/nip42.js';
-import { MAX_AUTH_ATTEMPTS } from './connection-auth.js';
-import type { ConnectionAuth } from './connection-auth.js';
-import { compileCosts, eventCost, kindMatcher } from './nostr-costs.js';
-import type { CostTable } from './nostr-costs.js';
+import { NostrSession } from '../nostr/session.js';
+import type { SessionAction, SessionSettings } from '../nostr/session.js';
+import { EventPolicy } from '../nostr/event-policy.js';
 import {
   eventIdMatches,
   parseClientFrame,
@@ -29,19 +27,14 @@ import {
   sniffEventId,
   verifySignature,
 } from './nostr-frames.js';
-import { discountedCost, workDone } from './nostr-pow.js';
 import { parseRequestTarget } from './request-target.js';
 import type { RequestTarget } from './request-target.js';
 import type { UpstreamState } from './upstreams.js';
 
-/**
- * Who sends: the socket's address (after trusted proxies), the API key it presented and, on
- * a WebSocket, the pubkey it authenticated as (NIP-42).
- */
+/** Who sends: the socket's address (after trusted proxies) and the API key it presented. */
 export interface SenderFacts {
   ip: string;
   apiKey?: string;
-  authPubkey?: string;
 }
 
 export interface HttpFacts extends SenderFacts {
@@ -49,6 +42,8 @@ export interface HttpFacts extends SenderFacts {
   url: string | undefined;
   /** Declared Content-Length; NaN or undefined when absent. */
   contentLength?: number;
+  /** The body of a request on a path that takes one Nostr event (nostr.httpEventPaths). */
+  eventBody?: Buffer;
 }
 
 export type HttpVerdict =
@@ -58,21 +53,18 @@ export type HttpVerdict =
       target: RequestTarget;
       /** RateLimit headers to add to the relay's answer. */
       headers: Record<string, string>;
+      /** Call when the relay accepted the request (a 2xx): an HTTP event's id is claimed. */
+      onAccepted?: () => void;
     }
   | { action: 'answer'; problem: Problem; headers: Record<string, string> };
 
-/** One client WebSocket: fixed at connect, plus what its frames have cost so far. */
-export interface ConnectionFacts extends SenderFacts {
+/** One client WebSocket: who it is (fixed at connect) and its Nostr session. */
+export interface ConnectionFacts {
+  ip: string;
+  apiKey?: string;
   nodeId: string;
-  /** EVENTs that failed verification on this connection. */
-  invalidEvents: number;
-  /**
-   * Subscription ids open on this connection, tracked only under nostr.maxSubscriptions (so
-   * bounded by it: ids are at most 64 characters).
-   */
-  subscriptions?: Set<string>;
-  /** NIP-42 followed by the gateway (nostr.publicUrl set); binds `authPubkey`. */
-  auth?: ConnectionAuth;
+  /** Its protocol state: the bound AUTH pubkey, subscriptions, events awaiting the relay. */
+  session: NostrSession;
 }
 
 export interface FrameVerdict {
@@ -82,11 +74,20 @@ export interface FrameVerdict {
   reply?: unknown[];
   /** Close the client with this code after the reply. */
   close?: { code: number; reason: string };
-  /** nostr.verify relay: charge this author once the relay accepts the event with this id. */
-  chargeOnAccept?: { id: string; author: Identity; cost: number };
 }
 
 const FORWARD: FrameVerdict = { forward: true };
+
+/** Where a charge is made: the client's address and its relay node. */
+type Where = Pick<ConnectionFacts, 'ip' | 'nodeId'>;
+
+/**
+ * Events per connection awaiting the relay's OK (to charge their author or claim their id),
+ * and their frame bytes: past either, EVENTs are refused until the relay answers. Entries
+ * leave only by the relay's answer or the relay socket's close, never uncharged.
+ */
+const MAX_AWAITING_OK = 1024;
+const MAX_AWAITING_BYTES = 4 * 1024 * 1024;
 
 function problemOf(status: number, type: string, title: string, detail: string): Problem {
   return { type: `urn:sluice:problem:${type}`, title, status, detail };
@@ -107,15 +108,13 @@ export class Admission {
   private readonly frameRate: WindowCounters;
   /** Shadow-mode refusals reach the log at most once a second, each line with its count. */
   private readonly shadowLog = new IntervalSampler(SHADOW_LOG_INTERVAL_MS);
-  /** nostr.costs, compiled once (nostr settings are not reloaded). */
-  private readonly costs: CostTable;
-  private readonly blockedKind: (kind: number) => boolean;
+  /** Kinds, work and costs, compiled once (nostr settings are not reloaded). */
+  readonly eventPolicy: EventPolicy;
 
   constructor(private readonly ctx: GatewayContext) {
     const { maxTrackedClients } = ctx.config.limits;
     this.frameRate = new WindowCounters(maxTrackedClients);
-    this.costs = compileCosts(ctx.config.nostr.costs);
-    this.blockedKind = kindMatcher(ctx.config.nostr.blockedKinds);
+    this.eventPolicy = new EventPolicy(ctx.config.nostr);
     boundIdentityKeys(maxTrackedClients);
     ctx.metrics.countTrackedClients(() => ({
       'identity-keys': identityKeys().size,
@@ -124,10 +123,13 @@ export class Admission {
     }));
   }
 
-  /** The identity charged for every write a client sends, whatever it carries. */
+  /**
+   * The identity charged for every write a client sends, whatever it carries: its API key,
+   * else its address (an authenticated pubkey is charged besides it: see `senders`).
+   */
   sender(facts: SenderFacts): Identity {
     const { order, keySalt } = this.ctx.config.identity;
-    const senderOrder = order.filter((s) => s !== 'pubkey');
+    const senderOrder = order.filter((s) => s !== 'pubkey' && s !== 'auth');
     return resolveIdentity(facts, senderOrder, this.ctx.policy, keySalt);
   }
 
@@ -163,6 +165,7 @@ export class Admission {
       );
     }
     if (cls === 'exempt') return { action: 'forward', node, target, headers: {} };
+    if (facts.eventBody !== undefined) return this.httpEvent(facts, facts.eventBody, node, target);
     const decided = await ctx.decider.decide({
       identity,
       ip: facts.ip,
@@ -191,6 +194,86 @@ export class Admission {
       : answer(quotaProblem(refusal), headers);
   }
 
+  /**
+   * An event written over HTTP (POST to one of nostr.httpEventPaths): the same event policy
+   * as a WebSocket EVENT (kinds, proof of work, costs), charged to the sender, then verified
+   * and charged to its author unless some gateway saw the relay accept it; its id is claimed
+   * once the relay accepts it (a 2xx).
+   */
+  private async httpEvent(
+    facts: HttpFacts,
+    body: Buffer,
+    node: UpstreamState,
+    target: RequestTarget,
+  ): Promise<HttpVerdict> {
+    const { ctx } = this;
+    const invalid = (detail: string) =>
+      answer(problemOf(400, 'invalid-event', 'Bad Request', `invalid: ${detail}`));
+    let raw: unknown;
+    try {
+      raw = JSON.parse(body.toString('utf8'));
+    } catch {
+      return invalid('the body is not JSON');
+    }
+    const parsed = parseEvent(raw);
+    if (parsed.type === 'BAD_EVENT') return invalid(parsed.reason);
+    const { event } = parsed;
+    const judged = this.eventPolicy.judge(event, body.length);
+    if (judged.refused !== undefined) {
+      ctx.metrics.frames.inc({ type: judged.metric });
+      return answer(problemOf(403, 'event-refused', 'Forbidden', judged.refused));
+    }
+    const sender = this.sender(facts);
+    const conn = { ip: facts.ip, nodeId: node.id };
+    const charge = async (identity: Identity): Promise<QuotaDecision | undefined> => {
+      if (judged.cost === 0) return undefined;
+      const decided = await ctx.decider.decide({
+        identity,
+        ip: facts.ip,
+        cls: 'write',
+        cost: judged.cost,
+        nodeId: node.id,
+      });
+      return decided ? this.judged(decided, identity, 'write', node.id) : undefined;
+    };
+    const refused = (decision: QuotaDecision): HttpVerdict =>
+      decision.outcome === 'error'
+        ? answer(storeUnavailableProblem(), { 'retry-after': '1' })
+        : answer(quotaProblem(decision), rateLimitHeaders(decision, ctx.config.quotas.headers));
+    const senderDecision = await charge(sender);
+    if (senderDecision && !senderDecision.admitted) return refused(senderDecision);
+    if (judged.forged) return invalid('event id does not match its content');
+    const { nostr, identity, quotas } = ctx.config;
+    const charged = quotas.enabled && identity.order.includes('pubkey');
+    if ((charged || nostr.verify === 'always') && !verifySignature(event)) {
+      return invalid('event id or signature does not verify');
+    }
+    let onAccepted: (() => void) | undefined;
+    // A replay of an event a relay accepted is the relay's to answer (duplicate), free.
+    if (charged && (await this.seen(event.id)) !== true) {
+      const authorDecision = await charge(this.author(event.pubkey));
+      if (authorDecision && !authorDecision.admitted) return refused(authorDecision);
+      const claim = { type: 'claim', id: event.id, pubkey: event.pubkey } as const;
+      onAccepted = () => {
+        this.act(conn, claim).catch(() => undefined);
+      };
+    }
+    const pending =
+      senderDecision && judged.cost > 0
+        ? this.nodeBudget(sender, facts.ip, 'write', judged.cost, node.id)
+        : null;
+    const nodeDecision = pending ? await pending : null;
+    const headers = senderDecision
+      ? rateLimitHeaders(senderDecision, ctx.config.quotas.headers, nodeDecision ?? undefined)
+      : {};
+    if (nodeDecision && !nodeDecision.admitted) {
+      return nodeDecision.outcome === 'error'
+        ? answer(storeUnavailableProblem(), { 'retry-after': '1' })
+        : answer(quotaProblem(nodeDecision), headers);
+    }
+    return { action: 'forward', node, target, headers, onAccepted };
+  }
+
   async frame(conn: ConnectionFacts, data: Buffer, isBinary: boolean): Promise<FrameVerdict> {
     const { ctx } = this;
     const { maxFrameBytes } = ctx.config.limits;
@@ -212,6 +295,7 @@ export class Admission {
     }
     const frame = parseClientFrame(data.toString('utf8'));
     ctx.metrics.frames.inc({ type: frame.type === 'BAD_EVENT' ? 'EVENT' : frame.type });
+    const { session } = conn;
     switch (frame.type) {
       case 'MALFORMED':
         return { forward: false, reply: ['NOTICE', `invalid: ${frame.reason}`] };
@@ -221,221 +305,225 @@ export class Admission {
         return this.event(conn, frame.event, data.length);
       case 'REQ':
       case 'COUNT': {
-        const refused =
-          this.subscriptionRefusal(conn, frame) ??
-          (await this.charge(this.sender(conn), conn, 'read', 1));
+        const restricted = session.reqRefusal(frame.type, frame.subId, frame.filters);
+        if (restricted !== undefined) ctx.metrics.frames.inc({ type: 'RESTRICTED' });
+        const refused = restricted ?? (await this.chargeSenders(conn, 'read', 1));
         if (refused !== undefined) {
           return { forward: false, reply: ['CLOSED', frame.subId, refused] };
         }
-        if (frame.type === 'REQ') conn.subscriptions?.add(frame.subId);
+        if (frame.type === 'REQ') session.reqForwarded(frame.subId);
         return FORWARD;
       }
       case 'CLOSE':
-        if (frame.subId !== undefined) conn.subscriptions?.delete(frame.subId);
+        if (frame.subId !== undefined) session.closeForwarded(frame.subId);
         return FORWARD;
       case 'AUTH':
-        return conn.auth ? this.authFrame(conn, conn.auth, frame.event) : FORWARD;
+        return ctx.config.nostr.publicUrl !== undefined
+          ? this.authFrame(conn, frame.event)
+          : FORWARD;
       default:
         return FORWARD;
     }
   }
 
-  /**
-   * `restricted:` when a REQ or COUNT has more filters than nostr.maxFiltersPerReq, or a REQ
-   * would open one subscription more than nostr.maxSubscriptions (a REQ reusing an open id
-   * replaces that subscription and counts once). Refused before anything is charged.
-   */
-  private subscriptionRefusal(
-    conn: ConnectionFacts,
-    frame: { type: 'REQ' | 'COUNT'; subId: string; filters: number },
-  ): string | undefined {
-    const { maxFiltersPerReq, maxSubscriptions } = this.ctx.config.nostr;
-    if (maxFiltersPerReq !== undefined && frame.filters > maxFiltersPerReq) {
-      this.ctx.metrics.frames.inc({ type: 'RESTRICTED' });
-      return `restricted: at most ${maxFiltersPerReq} filters per ${frame.type}`;
-    }
-    if (maxSubscriptions === undefined || frame.type !== 'REQ') return undefined;
-    const open = (conn.subscriptions ??= new Set());
-    if (open.has(frame.subId) || open.size < maxSubscriptions) return undefined;
-    this.ctx.metrics.frames.inc({ type: 'RESTRICTED' });
-    return `restricted: at most ${maxSubscriptions} open subscriptions per connection; CLOSE one first`;
+  /** A fresh Nostr session for a client connection, under this gateway's settings. */
+  newSession(): NostrSession {
+    return new NostrSession(this.sessionSettings(), verifySignature);
+  }
+
+  /** What a session needs of the configuration (nostr settings are not reloaded). */
+  sessionSettings(): SessionSettings {
+    const { nostr, identity, quotas, limits } = this.ctx.config;
+    const charged = quotas.enabled && identity.order.includes('pubkey');
+    return {
+      author: !charged ? 'off' : nostr.verify === 'relay' ? 'relay' : 'gateway',
+      publicUrl: nostr.publicUrl,
+      maxSubscriptions: nostr.maxSubscriptions,
+      maxFiltersPerReq: nostr.maxFiltersPerReq,
+      maxInvalidEvents: nostr.maxInvalidEvents,
+      maxAwaiting: MAX_AWAITING_OK,
+      maxAwaitingBytes: Math.max(MAX_AWAITING_BYTES, 2 * limits.maxFrameBytes),
+    };
   }
 
   /**
-   * An EVENT of `bytes` bytes (the message as received): refused outright by kind, else
-   * charged its cost (nostr.costs) to the sender and then to its verified author.
+   * Do what a session asks after a relay message or the relay socket's close: charge an
+   * author, claim an id. Frames to the relay are the caller's (it holds the socket).
+   */
+  async act(conn: Where, action: SessionAction): Promise<void> {
+    const { ctx } = this;
+    switch (action.type) {
+      case 'charge-author':
+        await this.charge(this.author(action.pubkey), conn, 'write', action.cost);
+        return;
+      case 'claim': {
+        const windowSec = ctx.policy.limitOf(this.author(action.pubkey).tier, 'write')?.windowSec;
+        if (!windowSec || ctx.decider.storeDown) return;
+        try {
+          await ctx.store.kv.claim(seenKey(ctx, action.id), '1', windowSec * 1000);
+        } catch (err) {
+          // Without the mark, a replay is judged as new (and its author charged again).
+          if (!(err instanceof StoreError)) throw err;
+        }
+        return;
+      }
+      case 'unbind':
+        ctx.metrics.frames.inc({ type: 'AUTH_REFUSED' });
+        return;
+      default:
+        return;
+    }
+  }
+
+  /**
+   * An EVENT of `bytes` bytes (the message as received): refused outright by the event policy
+   * (kind, proof of work) or this connection's state, else charged its cost to every sender
+   * identity, then to its author (see NostrSession for when).
    */
   private async event(conn: ConnectionFacts, event: Event, bytes: number): Promise<FrameVerdict> {
     const { ctx } = this;
-    const { nostr, identity } = ctx.config;
+    const { nostr } = ctx.config;
+    const { session } = conn;
     const notOk = (message: string): FrameVerdict => ({
       forward: false,
       reply: ['OK', event.id, false, message],
     });
-    if (this.blockedKind(event.kind)) {
-      ctx.metrics.frames.inc({ type: 'BLOCKED' });
-      return notOk(`blocked: events of kind ${event.kind} are not accepted here`);
+    const judged = this.eventPolicy.judge(event, bytes);
+    if (judged.refused !== undefined) {
+      ctx.metrics.frames.inc({ type: judged.metric });
+      return notOk(judged.refused);
     }
-    if (nostr.authRequiredForWrites && conn.authPubkey === undefined) {
+    if (nostr.authRequiredForWrites && session.authPubkey === undefined) {
       ctx.metrics.frames.inc({ type: 'AUTH_REQUIRED' });
       return notOk('auth-required: authenticate (NIP-42 AUTH) before writing to this relay');
     }
-    let cost = eventCost(this.costs, event.kind, bytes);
-    const sender = this.sender(conn);
-    const { pow } = nostr;
-    if (pow.minDifficulty > 0 || pow.discount) {
-      // Judged on the id as claimed first (a refusal needs no hashing), then on the id the
-      // event really hashes to: a forged id claiming work pays full price, as a forgery.
-      const work = workDone(event.id, event.tags);
-      if (work < pow.minDifficulty) {
-        ctx.metrics.frames.inc({ type: 'POW' });
-        return notOk(`pow: difficulty ${work} is below the required ${pow.minDifficulty}`);
-      }
-      if (!eventIdMatches(event)) {
-        await this.charge(sender, conn, 'write', cost);
-        return this.doesNotVerify(conn, notOk('invalid: event id does not match its content'));
-      }
-      cost = discountedCost(cost, work, pow.minDifficulty, pow.discount);
-    }
-    const refusedSender = await this.charge(sender, conn, 'write', cost);
-    if (refusedSender !== undefined) return notOk(refusedSender);
+    const held = session.eventRefusal(event.id, bytes);
+    if (held !== undefined) return notOk(held);
+    const { cost } = judged;
+    const refusedSender = await this.chargeSenders(conn, 'write', cost);
     // Last, once every per-client charge admitted the event: the node's write budget.
     const withinBudget = async (): Promise<FrameVerdict> => {
-      const refused = await this.nodeBudgetRefusal(sender, conn, cost);
-      return refused === undefined ? FORWARD : notOk(refused);
+      const refused = await this.nodeBudgetRefusal(this.sender(conn), conn, cost);
+      if (refused !== undefined) return notOk(refused);
+      session.eventForwarded(event, cost, bytes);
+      return FORWARD;
     };
-    const quotasOn = ctx.config.quotas.enabled;
-    if (nostr.verify === 'relay' && quotasOn && identity.order.includes('pubkey')) {
-      return this.authorAfterRelay(conn, event, cost, sender);
+    if (judged.forged) {
+      return this.doesNotVerify(conn, notOk('invalid: event id does not match its content'));
     }
-    if (!verifies(nostr.verify, identity.order, quotasOn)) return withinBudget();
+    if (refusedSender !== undefined) return notOk(refusedSender);
+    const mode = session.settings.author;
+    if (mode === 'relay') {
+      // The relay checks the signature; the gateway hashes, so the pubkey the relay's OK
+      // proves is the one in this frame (a twin with this id and another pubkey is a forgery).
+      if (!judged.hashed && !eventIdMatches(event)) {
+        return this.doesNotVerify(conn, notOk('invalid: event id does not match its content'));
+      }
+      const refusedAuthor = this.authorKnownOverLimit(conn, event.pubkey);
+      if (refusedAuthor !== undefined) return notOk(refusedAuthor);
+      return withinBudget();
+    }
+    if (mode === 'off' && nostr.verify !== 'always') return withinBudget();
     if (!verifySignature(event)) {
       return this.doesNotVerify(conn, notOk('invalid: event id or signature does not verify'));
     }
-    if (!quotasOn || !identity.order.includes('pubkey')) return withinBudget();
-    const author = makeIdentity('pubkey', event.pubkey, ctx.policy.defaultTier, identity.keySalt);
-    const seen = await this.claimFirstSight(event.id, author);
-    if (seen === 'duplicate') {
+    if (mode === 'off') return withinBudget();
+    if ((await this.seen(event.id)) === true) {
       ctx.metrics.frames.inc({ type: 'DUPLICATE' });
       return {
         forward: false,
         reply: ['OK', event.id, true, 'duplicate: already have this event'],
       };
     }
-    const refused =
-      (await this.charge(author, conn, 'write', cost)) ??
-      (await this.nodeBudgetRefusal(sender, conn, cost));
-    if (refused === undefined) return FORWARD;
-    // Not admitted: its author may send it again later, so it was never "seen".
-    if (seen === 'claimed') await ctx.store.kv.del(seenKey(ctx, event.id)).catch(() => undefined);
-    return notOk(refused);
+    const refusedAuthor = await this.charge(this.author(event.pubkey), conn, 'write', cost);
+    if (refusedAuthor !== undefined) return notOk(refusedAuthor);
+    return withinBudget();
   }
 
   /**
-   * A client's AUTH event, checked by the gateway before the relay sees it: well-formed,
-   * kind 22242, the challenge the relay sent on this connection, the relay tag naming
-   * nostr.publicUrl, created recently, and (the dear part, at most MAX_AUTH_ATTEMPTS times
-   * per connection) signed. Forwarded then; the relay's OK true binds its pubkey (see
-   * ProxiedConnection). Anything else is answered OK false here and not forwarded.
+   * A client's AUTH event, checked by the gateway before the relay sees it (see
+   * NostrSession.auth): forwarded and bound when it passes, answered OK false here otherwise.
    */
-  private authFrame(conn: ConnectionFacts, auth: ConnectionAuth, raw: unknown): FrameVerdict {
+  private authFrame(conn: ConnectionFacts, raw: unknown): FrameVerdict {
     const parsed = parseEvent(raw);
     if (parsed.type === 'BAD_EVENT') {
       return { forward: false, reply: ['OK', parsed.id, false, `invalid: ${parsed.reason}`] };
     }
-    const { event } = parsed;
-    const notOk = (message: string): FrameVerdict => {
-      this.ctx.metrics.frames.inc({ type: 'AUTH_REFUSED' });
-      return { forward: false, reply: ['OK', event.id, false, message] };
-    };
-    if (auth.challenge === undefined) {
-      return notOk('restricted: no AUTH challenge was sent on this connection');
-    }
-    const problem = authEventProblem(event, {
-      challenge: auth.challenge,
-      relayUrl: this.ctx.config.nostr.publicUrl!,
-      nowSec: Math.floor(Date.now() / 1000),
-    });
-    if (problem) return notOk(`invalid: ${problem}`);
-    if (auth.attempts >= MAX_AUTH_ATTEMPTS) {
-      return notOk(`restricted: at most ${MAX_AUTH_ATTEMPTS} AUTH attempts per connection`);
-    }
-    auth.attempts++;
-    if (!verifySignature(event)) {
-      return this.doesNotVerify(conn, notOk('invalid: event id or signature does not verify'));
-    }
-    auth.pending.set(event.id, event.pubkey);
-    return FORWARD;
+    const verdict = conn.session.auth(parsed.event, Math.floor(Date.now() / 1000));
+    if (verdict.forward) return FORWARD;
+    this.ctx.metrics.frames.inc({ type: 'AUTH_REFUSED' });
+    const refused: FrameVerdict = { forward: false, reply: verdict.reply };
+    return verdict.invalidSignature ? this.doesNotVerify(conn, refused) : refused;
   }
 
   /** An EVENT whose id or signature is false: counted, and past the bound the connection closes. */
   private doesNotVerify(conn: ConnectionFacts, verdict: FrameVerdict): FrameVerdict {
-    conn.invalidEvents++;
     this.ctx.metrics.frames.inc({ type: 'INVALID_SIGNATURE' });
-    if (conn.invalidEvents < this.ctx.config.nostr.maxInvalidEvents) return verdict;
+    if (!conn.session.invalid()) return verdict;
     return { ...verdict, close: { code: 1008, reason: 'too many events that do not verify' } };
   }
 
   /**
-   * nostr.verify relay: the relay checks the signature, and its `OK` true charges the author
-   * (see `accepted`). Until then only what this process already knows can refuse the author:
-   * its in-memory block, set by an earlier charge that reached the limit.
+   * nostr.verify relay: until the relay's OK, only what this process already knows can refuse
+   * the author: its in-memory block, set by an earlier charge that reached the limit.
    */
-  private async authorAfterRelay(
-    conn: ConnectionFacts,
-    event: Event,
-    cost: number,
-    sender: Identity,
-  ): Promise<FrameVerdict> {
-    const { ctx } = this;
-    const author = makeIdentity(
-      'pubkey',
-      event.pubkey,
-      ctx.policy.defaultTier,
-      ctx.config.identity.keySalt,
-    );
-    const known = ctx.decider.knownOverLimit({
+  private authorKnownOverLimit(conn: ConnectionFacts, pubkey: string): string | undefined {
+    const author = this.author(pubkey);
+    const known = this.ctx.decider.knownOverLimit({
       identity: author,
       cls: 'write',
       nodeId: conn.nodeId,
     });
-    const chargeOnAccept = { id: event.id, author, cost };
-    const judged = known ? this.judged(known, author, 'write', conn.nodeId) : undefined;
-    const refused =
-      judged?.admitted === false
-        ? nostrRejection(judged)
-        : await this.nodeBudgetRefusal(sender, conn, cost);
-    if (refused === undefined) return { forward: true, chargeOnAccept };
-    return { forward: false, reply: ['OK', event.id, false, refused] };
+    if (!known) return undefined;
+    const judged = this.judged(known, author, 'write', conn.nodeId);
+    return judged.admitted ? undefined : nostrRejection(judged);
+  }
+
+  private author(pubkey: string): Identity {
+    const { policy, config } = this.ctx;
+    return makeIdentity('pubkey', pubkey, policy.defaultTier, config.identity.keySalt);
   }
 
   /**
-   * The relay accepted an event forwarded under nostr.verify relay: its author pays now. A
-   * refusal cannot take the event back; it blocks the author's next ones (in memory).
+   * Whether some gateway marked this event id seen within its author's window (the relay
+   * accepted it): a replay is answered `duplicate:` without charging its author. Without the
+   * store it is judged as new (the insurance limiter still bounds the author).
    */
-  async accepted(conn: ConnectionFacts, author: Identity, cost: number): Promise<void> {
-    await this.charge(author, conn, 'write', cost);
-  }
-
-  /**
-   * Mark an event as admitted by some gateway for the author's quota window (SET NX), so a
-   * replay from anyone is answered `duplicate:` without charging its author. Without the
-   * store the event is judged as new (the insurance limiter still bounds the author).
-   */
-  private async claimFirstSight(
-    id: string,
-    author: Identity,
-  ): Promise<'claimed' | 'duplicate' | 'unknown'> {
+  private async seen(id: string): Promise<boolean | 'unknown'> {
     const { ctx } = this;
-    const windowSec = ctx.policy.limitOf(author.tier, 'write')?.windowSec;
-    if (!windowSec || !ctx.config.quotas.enabled || ctx.decider.storeDown) return 'unknown';
+    if (!ctx.config.quotas.enabled || ctx.decider.storeDown) return 'unknown';
     try {
-      const fresh = await ctx.store.kv.claim(seenKey(ctx, id), '1', windowSec * 1000);
-      return fresh ? 'claimed' : 'duplicate';
+      return (await ctx.store.kv.get(seenKey(ctx, id))) !== null;
     } catch (err) {
       if (err instanceof StoreError) return 'unknown';
       throw err;
     }
+  }
+
+  /**
+   * Charge every identity that sends on this connection: its API key or address, and the
+   * pubkey it authenticated as (`auth` in identity.order), which adds a charge and never
+   * replaces the address's (a key costs nothing to mint). The first refusal stops.
+   */
+  private async chargeSenders(
+    conn: ConnectionFacts,
+    cls: 'write' | 'read',
+    cost: number,
+  ): Promise<string | undefined> {
+    for (const identity of this.senders(conn)) {
+      const refused = await this.charge(identity, conn, cls, cost);
+      if (refused !== undefined) return refused;
+    }
+    return undefined;
+  }
+
+  /** The identities charged for each write and read of a connection, in charge order. */
+  senders(conn: ConnectionFacts): Identity[] {
+    const { order, keySalt } = this.ctx.config.identity;
+    const base = this.sender(conn);
+    const pubkey = conn.session.authPubkey;
+    if (pubkey === undefined || !order.includes('auth')) return [base];
+    return [base, makeIdentity('auth', pubkey, this.ctx.policy.defaultTier, keySalt)];
   }
 
   /**
@@ -444,7 +532,7 @@ export class Admission {
    */
   private async charge(
     identity: Identity,
-    conn: ConnectionFacts,
+    conn: Where,
     cls: 'write' | 'read',
     cost: number,
   ): Promise<string | undefined> {
@@ -482,7 +570,7 @@ export class Admission {
   /** Undefined when the node's budget admits the write, else the NIP-01 message. */
   private async nodeBudgetRefusal(
     sender: Identity,
-    conn: ConnectionFacts,
+    conn: Where,
     cost: number,
   ): Promise<string | undefined> {
     const pending =

@@ -1,9 +1,11 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import { Readable } from 'node:stream';
 import replyFrom from '@fastify/reply-from';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Problem } from '../quota/responses.js';
 import type { GatewayContext } from './context.js';
 import { forwardToRelay } from './http-forward.js';
+import { parseRequestTarget } from './request-target.js';
 import {
   RELAY_INFO_TIMEOUT_MS,
   RelayInfoSource,
@@ -35,24 +37,65 @@ export async function registerHttpProxy(app: FastifyInstance, ctx: GatewayContex
 
   const relayInfo = new RelayInfoSource(Math.min(RELAY_INFO_TIMEOUT_MS, limits.upstreamTimeoutMs));
   const handler = async (request: FastifyRequest, reply: FastifyReply) => {
+    // An event written over HTTP is read whole (bounded by maxBodyBytes) and judged as one.
+    const eventBody = carriesEvent(ctx, request)
+      ? await readBody(request.body as Readable | undefined)
+      : undefined;
+    if (eventBody instanceof Error) {
+      return sendProblem(reply, {
+        type: 'urn:sluice:problem:body-too-large',
+        title: 'Content Too Large',
+        status: 413,
+        detail: `request bodies are limited to ${limits.maxBodyBytes} bytes`,
+      });
+    }
     const verdict = await ctx.admission.http({
       method: request.method,
       url: request.raw.url,
       ip: ctx.address.ip(request.raw),
       apiKey: headerValue(request.headers, ctx.config.identity.apiKeyHeader),
       contentLength: Number(request.headers['content-length'] ?? 0),
+      eventBody,
     });
     if (verdict.action === 'answer') return sendProblem(reply, verdict.problem, verdict.headers);
+    if (eventBody !== undefined) {
+      // The body was read here: the relay gets it from memory.
+      request.body = Readable.from([eventBody]);
+      const { onAccepted } = verdict;
+      if (onAccepted) {
+        reply.raw.once('finish', () => {
+          if (reply.statusCode >= 200 && reply.statusCode < 300) onAccepted();
+        });
+      }
+    }
     // NIP-11: the relay's document with the gateway's limits, admitted as any read.
     if (wantsRelayInfo(request.method, request.headers)) {
       const info = await relayInfoAnswer(ctx, relayInfo, verdict);
-      if (info.status === 502) return sendProblem(reply, info.problem, info.headers);
+      if (info.status !== 200) return sendProblem(reply, info.problem, info.headers);
       return reply.code(200).headers(info.headers).send(info.body);
     }
     return forwardToRelay(ctx, request, reply, verdict);
   };
   app.all('/', handler);
   app.all('/*', handler);
+}
+
+function carriesEvent(ctx: GatewayContext, request: FastifyRequest): boolean {
+  if (request.method !== 'POST') return false;
+  const path = parseRequestTarget(request.raw.url)?.path;
+  return path !== undefined && ctx.config.nostr.httpEventPaths.includes(path);
+}
+
+/** The whole body, or the error that ended it (over the limit, the client gone). */
+async function readBody(body: Readable | undefined): Promise<Buffer | Error> {
+  if (!body) return Buffer.alloc(0);
+  const chunks: Buffer[] = [];
+  try {
+    for await (const chunk of body) chunks.push(chunk as Buffer);
+  } catch (err) {
+    return err instanceof Error ? err : new Error(String(err));
+  }
+  return Buffer.concat(chunks);
 }
 
 function headerValue(headers: IncomingHttpHeaders, name: string): string | undefined {

@@ -18,6 +18,7 @@ export type ClientFrame =
   | { type: 'MALFORMED'; reason: string };
 
 const HEX64 = /^[0-9a-f]{64}$/;
+const HEX128 = /^[0-9a-f]{128}$/;
 
 /**
  * Pull an event id out of a frame too large to accept, so its EVENT can still be answered.
@@ -79,6 +80,11 @@ export function parseEvent(
   const event = raw as Event;
   if (!validateEvent(event) || !HEX64.test(event.id ?? '') || typeof event.sig !== 'string') {
     return { type: 'BAD_EVENT', id, reason: 'malformed event (fields or types)' };
+  }
+  // One encoding only, the one relays store: a copy in another case would verify here and
+  // be refused by the relay (and charged, or claimed, for nothing).
+  if (!HEX64.test(event.pubkey) || !HEX128.test(event.sig)) {
+    return { type: 'BAD_EVENT', id, reason: 'pubkey and sig must be lowercase hex' };
   }
   return { type: 'EVENT', event };
 }

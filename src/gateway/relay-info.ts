@@ -1,7 +1,8 @@
 /**
  * NIP-11 through the gateway: a GET with `Accept: application/nostr+json` is answered with
  * the relay's information document, fetched (bounded in bytes and time, cached a few seconds
- * per relay node and path) and merged with the gateway's own limits.
+ * per relay node and path, whatever the query; at most RELAY_INFO_MAX_FETCHES at once) and
+ * merged with the gateway's own limits.
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { LRUCache } from 'lru-cache';
@@ -21,6 +22,11 @@ export const RELAY_INFO_CACHE_MS = 5000;
 const FAILURE_CACHE_MS = 1000;
 /** Documents held: paths are the client's choice, so the cache is bounded. */
 const CACHE_ENTRIES = 256;
+/**
+ * Fetches in flight at once, over all nodes and paths: each costs a request to a relay that
+ * the client does not pay for, so past this a NIP-11 request is answered 503 (retry in 1 s).
+ */
+export const RELAY_INFO_MAX_FETCHES = 8;
 
 /** CORS headers a browser client needs; the relay's own take their place when it sends them. */
 const DEFAULT_CORS: Record<string, string> = {
@@ -39,7 +45,7 @@ export function wantsRelayInfo(method: string, headers: IncomingHttpHeaders): bo
 /** A relay's document and its CORS headers, or why it could not be had. */
 type Fetched =
   | { ok: true; doc: Record<string, unknown>; cors: Record<string, string> }
-  | { ok: false; reason: string };
+  | { ok: false; reason: string; busy?: boolean };
 
 class RelayInfoFailure extends Error {}
 
@@ -50,12 +56,19 @@ export class RelayInfoSource {
     ttl: RELAY_INFO_CACHE_MS,
   });
 
+  private inFlight = 0;
+
   constructor(private readonly timeoutMs: number) {}
 
+  /** `url` without its query: the document is the relay's, whatever a client appends. */
   get(url: string): Promise<Fetched> {
     let entry = this.cache.get(url);
     if (!entry) {
-      const fetching = fetchRelayInfo(url, this.timeoutMs);
+      if (this.inFlight >= RELAY_INFO_MAX_FETCHES) {
+        return Promise.resolve({ ok: false, busy: true, reason: 'too many fetches in flight' });
+      }
+      this.inFlight++;
+      const fetching = fetchRelayInfo(url, this.timeoutMs).finally(() => this.inFlight--);
       this.cache.set(url, fetching);
       // A failure is remembered for a second only: long enough to spare a struggling relay
       // a flood of fetches, short enough not to outlast a restart.
@@ -128,7 +141,7 @@ async function boundedText(res: Response, max: number): Promise<string> {
 
 export type RelayInfoAnswer =
   | { status: 200; headers: Record<string, string>; body: string }
-  | { status: 502; headers: Record<string, string>; problem: Problem };
+  | { status: 502 | 503; headers: Record<string, string>; problem: Problem };
 
 /** The default tier's write quota and the node's budget in force on `nodeId` now. */
 function currentQuotas(
@@ -156,7 +169,19 @@ export async function relayInfoAnswer(
   source: RelayInfoSource,
   route: ForwardRoute,
 ): Promise<RelayInfoAnswer> {
-  const fetched = await source.get(route.node.url + route.target.forward);
+  const fetched = await source.get(route.node.url + route.target.forward.split('?')[0]!);
+  if (!fetched.ok && fetched.busy) {
+    return {
+      status: 503,
+      headers: { ...DEFAULT_CORS, 'retry-after': '1' },
+      problem: {
+        type: 'urn:sluice:problem:busy',
+        title: 'Service Unavailable',
+        status: 503,
+        detail: 'too many relay information documents are being fetched; retry in a second',
+      },
+    };
+  }
   if (!fetched.ok) {
     return {
       status: 502,

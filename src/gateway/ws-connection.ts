@@ -1,7 +1,6 @@
 import type { RawData, WebSocket } from 'ws';
-import type { Identity } from '../quota/policy.js';
+import type { SessionAction } from '../nostr/session.js';
 import type { ConnectionFacts } from './admission.js';
-import { challengeIn, newConnectionAuth } from './connection-auth.js';
 import type { GatewayContext } from './context.js';
 import type { Drainable } from './ws-drain.js';
 
@@ -17,16 +16,16 @@ const HIGH_WATER = 1024 * 1024;
 const LOW_WATER = 256 * 1024;
 /** A client closed for not reading gets this long to take its close frame before it is cut. */
 const SLOW_CLOSE_GRACE_MS = 1000;
-/** Events awaiting the relay's OK to charge their author (nostr.verify relay), per connection. */
-const MAX_AWAITING_OK = 1024;
-/** The head of a relay's CLOSED, which ends a subscription. */
-const CLOSED_HEAD = /^\s*\[\s*"CLOSED"\s*,/;
-/** The head of a relay's EVENT (most of what a relay sends): nothing in it to follow. */
-const EVENT_HEAD = /^\s*\[\s*"EVENT"/;
+/**
+ * How long the relay socket outlives the client's while events still await the relay's OK
+ * (their charges are settled on it); past this the relay socket closes and what is left is
+ * settled as NostrSession.upstreamGone says.
+ */
+const SETTLE_AFTER_CLOSE_MS = 10_000;
 /** The head of a client's EVENT or AUTH, which the relay answers with an OK. */
 const ANSWERED_HEAD = /^\s*\[\s*"(?:EVENT|AUTH)"/;
-/** The head of a relay's OK: `["OK","<id>",true|false,"<message>`, compact or spaced. */
-const OK_HEAD = /^\s*\[\s*"OK"\s*,\s*"([0-9a-f]{64})"\s*,\s*(true|false)\s*,\s*"(duplicate:)?/;
+/** The head of a relay's OK. */
+const OK_START = /^\s*\[\s*"OK"/;
 
 /** Close codes a peer may send; reserved ones (1005, 1006, 1015) are mapped. */
 export function relayableCloseCode(code: number): number {
@@ -40,9 +39,11 @@ export function relayableCloseCode(code: number): number {
 }
 
 /**
- * One client connection pinned to one relay node. Client frames are decided in arrival
- * order (a queue, so a REQ never overtakes the EVENT before it); relay frames pass untouched.
- * Every EVENT is answered once: by the relay when forwarded, by the gateway when not.
+ * One client connection pinned to one relay node: the byte pump. Client frames are decided in
+ * arrival order (a queue, so a REQ never overtakes the EVENT before it) by the admission
+ * step; relay frames pass untouched, shown to the connection's NostrSession first, and the
+ * pump does what the session asks (charges, claims, a CLOSE to the relay). Every EVENT is
+ * answered once: by the relay when forwarded, by the gateway when not.
  */
 export class ProxiedConnection implements Drainable {
   private readonly queue: { data: RawData; isBinary: boolean }[] = [];
@@ -54,10 +55,14 @@ export class ProxiedConnection implements Drainable {
   private closed = false;
   /** Bytes buffered towards the client: past the high water it is paused, past the bound closed. */
   private readonly clientBound: { high: number; low: number; max: number };
-  /** What the admission step knows and counts of this connection. */
+  /** Who the client is and its Nostr session. */
   private readonly facts: ConnectionFacts;
-  /** Forwarded event id -> the author to charge, and how much, when the relay accepts it. */
-  private readonly awaitingOk = new Map<string, { author: Identity; cost: number }>();
+  /** The relay socket is kept open after the client's close until this fires (or settled). */
+  private settleTimer: NodeJS.Timeout | undefined;
+  /** The client is gone and the relay socket stays only for the answers still awaited. */
+  private lingering = false;
+  /** The client went while a frame was being decided: what to close the relay socket with. */
+  private upstreamCloseAfterDrain: { code: number; reason: string } | undefined;
   /**
    * EVENTs and AUTHs forwarded and not yet answered by an OK (counted only under
    * pressure.drain, whose moves wait for them): a connection is moved once this is 0.
@@ -74,21 +79,20 @@ export class ProxiedConnection implements Drainable {
     private readonly info: ConnectionInfo,
     private readonly onGone: () => void,
   ) {
-    this.facts = { ...info, invalidEvents: 0 };
-    if (ctx.config.nostr.publicUrl !== undefined) this.facts.auth = newConnectionAuth();
+    this.facts = { ...info, session: ctx.admission.newSession() };
     const max = ctx.config.limits.maxBufferedBytesPerClient;
     const high = Math.min(HIGH_WATER, Math.floor(max / 2));
     this.clientBound = { high, low: Math.floor(high / 4), max };
     this.countsInFlight = ctx.config.pressure.drain.enabled;
     client.on('message', (data, isBinary) => this.enqueue(data, isBinary));
     upstream.on('message', (data, isBinary) => {
-      const follow =
-        this.awaitingOk.size > 0 ||
-        this.inFlight > 0 ||
-        this.facts.subscriptions?.size ||
-        this.facts.auth;
-      if (!isBinary && follow) {
-        this.observe(toBuffer(data));
+      const { session } = this.facts;
+      if (!isBinary && (session.following || this.inFlight > 0)) {
+        const buf = toBuffer(data);
+        if (this.inFlight > 0 && OK_START.test(buf.toString('latin1', 0, 16))) this.inFlight--;
+        for (const action of session.relay(buf)) this.act(action);
+        if (this.lingering && session.awaitingCount === 0)
+          this.closeUpstream(1000, 'client closed');
       }
       this.toClient(data, isBinary);
       if (this.leavingAs) this.leaveIfSettled();
@@ -96,9 +100,11 @@ export class ProxiedConnection implements Drainable {
     client.on('close', (code) =>
       this.closeBoth(relayableCloseCode(code), 'client closed', 'client'),
     );
-    upstream.on('close', (code, reason) =>
-      this.closeBoth(relayableCloseCode(code), reason.toString() || 'relay closed', 'upstream'),
-    );
+    upstream.on('close', (code, reason) => {
+      clearTimeout(this.settleTimer);
+      for (const action of this.facts.session.upstreamGone()) this.act(action);
+      this.closeBoth(relayableCloseCode(code), reason.toString() || 'relay closed', 'upstream');
+    });
     client.on('error', (err) => this.fail('client', err));
     upstream.on('error', (err) => this.fail('upstream', err));
   }
@@ -114,7 +120,10 @@ export class ProxiedConnection implements Drainable {
 
   get idle(): boolean {
     return (
-      this.queue.length === 0 && !this.draining && this.inFlight === 0 && this.awaitingOk.size === 0
+      this.queue.length === 0 &&
+      !this.draining &&
+      this.inFlight === 0 &&
+      this.facts.session.awaitingCount === 0
     );
   }
 
@@ -180,12 +189,16 @@ export class ProxiedConnection implements Drainable {
       }
     }
     this.draining = false;
+    const pending = this.upstreamCloseAfterDrain;
+    if (pending) {
+      this.upstreamCloseAfterDrain = undefined;
+      this.settleUpstream(pending.code, pending.reason);
+    }
     if (this.leavingAs) this.leaveIfSettled();
   }
 
   private async handle(data: Buffer, isBinary: boolean): Promise<void> {
     const verdict = await this.ctx.admission.frame(this.facts, data, isBinary);
-    if (verdict.chargeOnAccept) this.awaitOk(verdict.chargeOnAccept);
     if (verdict.forward) {
       if (this.countsInFlight && ANSWERED_HEAD.test(data.toString('latin1', 0, 16))) {
         this.inFlight++;
@@ -200,61 +213,16 @@ export class ProxiedConnection implements Drainable {
     }
   }
 
-  private awaitOk({ id, author, cost }: { id: string; author: Identity; cost: number }): void {
-    this.awaitingOk.delete(id);
-    this.awaitingOk.set(id, { author, cost });
-    // A relay that never answers must not grow this: the oldest is dropped, never charged.
-    if (this.awaitingOk.size > MAX_AWAITING_OK) {
-      this.awaitingOk.delete(this.awaitingOk.keys().next().value!);
-    }
-  }
-
-  /**
-   * What the gateway follows in the relay's messages: an OK that accepts an awaited event
-   * charges its author (a duplicate does not), one that accepts an AUTH event the gateway
-   * checked binds its pubkey; a CLOSED ends a subscription it counted; an AUTH challenge is
-   * what the client's AUTH event must answer.
-   */
-  private observe(data: Buffer): void {
-    // A subscription's events stream past here: one short look, and no more, for each.
-    if (EVENT_HEAD.test(data.toString('latin1', 0, 16))) return;
-    const start = data.toString('latin1', 0, 160);
-    if (CLOSED_HEAD.test(start)) return this.subscriptionClosed(data);
-    const auth = this.facts.auth;
-    const challenge = auth && challengeIn(start, data);
-    if (challenge) {
-      auth.challenge = challenge;
+  /** What the session asked after a relay message: I/O for the admission step, or a frame. */
+  private act(action: SessionAction): void {
+    if (action.type === 'close-upstream') {
+      this.toUpstream(Buffer.from(JSON.stringify(['CLOSE', action.subId])));
       return;
     }
-    const head = OK_HEAD.exec(start);
-    if (!head) return;
-    if (this.inFlight > 0) this.inFlight--;
-    const authPubkey = auth?.pending.get(head[1]!);
-    if (authPubkey !== undefined) {
-      auth!.pending.delete(head[1]!);
-      if (head[2] === 'true') this.facts.authPubkey = authPubkey;
-      return;
-    }
-    const awaited = this.awaitingOk.get(head[1]!);
-    if (!awaited) return;
-    this.awaitingOk.delete(head[1]!);
-    if (head[2] !== 'true' || head[3]) return;
-    this.ctx.admission.accepted(this.facts, awaited.author, awaited.cost).catch((err: unknown) => {
+    this.ctx.admission.act(this.facts, action).catch((err: unknown) => {
       this.ctx.metrics.internalErrors.inc({ where: 'frame' });
-      this.ctx.log.error({ err }, 'charging an accepted event failed');
+      this.ctx.log.error({ err, action: action.type }, 'settling a relay answer failed');
     });
-  }
-
-  /** The relay closed a subscription (refused or ended it): it no longer counts. */
-  private subscriptionClosed(data: Buffer): void {
-    const open = this.facts.subscriptions;
-    if (!open?.size) return;
-    try {
-      const msg: unknown = JSON.parse(data.toString('utf8'));
-      if (Array.isArray(msg) && typeof msg[1] === 'string') open.delete(msg[1]);
-    } catch {
-      // Not JSON: the client gets it as it is, and nothing is freed.
-    }
   }
 
   private send(message: unknown[]): void {
@@ -329,16 +297,35 @@ export class ProxiedConnection implements Drainable {
     this.closed = true;
     clearTimeout(this.leavingAs?.timer);
     this.queue.length = 0;
-    this.awaitingOk.clear();
-    for (const [name, ws] of [
-      ['client', this.client],
-      ['upstream', this.upstream],
-    ] as const) {
-      if (name === initiator) continue;
-      if (ws.readyState === ws.OPEN) ws.close(code, closeReason(reason));
-      else if (ws.readyState === ws.CONNECTING) ws.terminate();
+    if (initiator !== 'client') closeSocket(this.client, code, reason);
+    if (initiator !== 'upstream') {
+      // A frame being decided may still go to the relay: settle once it has.
+      if (this.draining) this.upstreamCloseAfterDrain = { code, reason };
+      else this.settleUpstream(code, reason);
     }
     this.onGone();
+  }
+
+  /**
+   * The client is gone: close the relay socket, unless events await the relay's answer,
+   * which still comes and settles their charges (bounded by SETTLE_AFTER_CLOSE_MS).
+   */
+  private settleUpstream(code: number, reason: string): void {
+    if (this.facts.session.awaitingCount === 0 || this.upstream.readyState !== this.upstream.OPEN) {
+      this.closeUpstream(code, reason);
+      return;
+    }
+    this.lingering = true;
+    this.upstream.resume();
+    this.settleTimer = setTimeout(
+      () => this.closeUpstream(code, reason),
+      SETTLE_AFTER_CLOSE_MS,
+    ).unref();
+  }
+
+  private closeUpstream(code: number, reason: string): void {
+    clearTimeout(this.settleTimer);
+    closeSocket(this.upstream, code, reason);
   }
 }
 
@@ -354,6 +341,11 @@ export function closeReason(reason: string): string {
     cut += char;
   }
   return cut;
+}
+
+function closeSocket(ws: WebSocket, code: number, reason: string): void {
+  if (ws.readyState === ws.OPEN) ws.close(code, closeReason(reason));
+  else if (ws.readyState === ws.CONNECTING) ws.terminate();
 }
 
 function toBuffer(data: RawData): Buffer {

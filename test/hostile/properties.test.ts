@@ -382,8 +382,13 @@ describe('the admission step over generated frames and requests', { timeout: 180
           r.script,
         );
         const conns: ConnectionFacts[] = [
-          { ip: '203.0.113.7', nodeId: 'relay-a', invalidEvents: 0 },
-          { ip: '2001:db8:1:2::/64', apiKey: 'key-1', nodeId: 'relay-a', invalidEvents: 0 },
+          { ip: '203.0.113.7', nodeId: 'relay-a', session: admission.newSession() },
+          {
+            ip: '2001:db8:1:2::/64',
+            apiKey: 'key-1',
+            nodeId: 'relay-a',
+            session: admission.newSession(),
+          },
         ];
         const forwardedIds = new Set<string>();
         for (const [i, f] of r.frames.entries()) {
@@ -394,13 +399,13 @@ describe('the admission step over generated frames and requests', { timeout: 180
           const data = Buffer.from(text, 'utf8');
           kv.failing = f.storeFails;
           const seenBefore = seenIds(kv.keys.keys());
-          const invalidBefore = conn.invalidEvents;
+          const invalidBefore = conn.session.invalidEvents;
           const chargedBefore = decider.charges.length;
           const verdict = await admission.frame(conn, data, f.binary);
           const charges = decider.charges.slice(chargedBefore);
           const context = `${JSON.stringify(verdict)} for ${text.slice(0, 300)}`;
           assertReplyShape(verdict, context);
-          if (verdict.close) assert.ok(conn.invalidEvents >= r.maxInvalidEvents, context);
+          if (verdict.close) assert.ok(conn.session.invalidEvents >= r.maxInvalidEvents, context);
 
           if (f.binary || data.length > maxFrameBytes) {
             assert.equal(verdict.forward, false, context);
@@ -446,7 +451,11 @@ describe('the admission step over generated frames and requests', { timeout: 180
               if (!sender.admitted) {
                 assert.equal(verdict.forward, false, context);
                 assert.equal(charges.length, 1, context);
-                assert.equal(conn.invalidEvents, invalidBefore, 'refused before verification');
+                assert.equal(
+                  conn.session.invalidEvents,
+                  invalidBefore,
+                  'refused before verification',
+                );
                 reached.senderRefused++;
                 break;
               }
@@ -455,17 +464,21 @@ describe('the admission step over generated frames and requests', { timeout: 180
                 assert.equal(verdict.forward, false, `a forgery is never forwarded: ${context}`);
                 assert.equal(charges.length, 1, `a forgery charges no author: ${context}`);
                 assert.match(String(verdict.reply?.[3]), /^invalid:/, context);
-                assert.equal(conn.invalidEvents, invalidBefore + 1, 'counts towards closing');
+                assert.equal(
+                  conn.session.invalidEvents,
+                  invalidBefore + 1,
+                  'counts towards closing',
+                );
                 assert.equal(
                   verdict.close !== undefined,
-                  conn.invalidEvents >= r.maxInvalidEvents,
+                  conn.session.invalidEvents >= r.maxInvalidEvents,
                   `closed once past the limit: ${context}`,
                 );
                 reached.forgery++;
                 if (verdict.close) reached.closedForForgeries++;
                 break;
               }
-              assert.equal(conn.invalidEvents, invalidBefore, context);
+              assert.equal(conn.session.invalidEvents, invalidBefore, context);
               // No author to charge: the pubkey is not an identity, or quotas are off.
               if (!r.order.includes('pubkey') || !r.quotasEnabled) {
                 assert.equal(verdict.forward, true, context);
@@ -499,6 +512,9 @@ describe('the admission step over generated frames and requests', { timeout: 180
               if (verdict.forward) {
                 forwardedIds.add(event.id);
                 reached.eventForwarded++;
+                // The relay accepts it: the session claims its id (or charges its author).
+                const ok = Buffer.from(JSON.stringify(['OK', event.id, true, '']));
+                for (const action of conn.session.relay(ok)) await admission.act(conn, action);
               }
               break;
             }
@@ -523,7 +539,11 @@ describe('the admission step over generated frames and requests', { timeout: 180
           { limits: { framesPerSecPerAddress: r.perSec } },
           ['allowed'],
         );
-        const conn: ConnectionFacts = { ip: '198.51.100.1', nodeId: 'relay-a', invalidEvents: 0 };
+        const conn: ConnectionFacts = {
+          ip: '198.51.100.1',
+          nodeId: 'relay-a',
+          session: admission.newSession(),
+        };
         let refused = 0;
         for (const f of r.frames) {
           const chargedBefore = decider.charges.length;

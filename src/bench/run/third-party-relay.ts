@@ -184,10 +184,14 @@ async function fetchCrate(src: string): Promise<void> {
  * throttle or refuse the load off or far above it (messages_per_sec unset is "no limit";
  * event sizes at 512 KiB, above the gateway's frame limit).
  */
-export function nostrRsRelayConfig(port: number, dataDir: string): string {
+export function nostrRsRelayConfig(
+  port: number,
+  dataDir: string,
+  opts: NostrRsRelayOptions = {},
+): string {
   return `# Written by sluice bench for one run.
 [info]
-relay_url = "ws://127.0.0.1:${port}/"
+relay_url = ${JSON.stringify(opts.auth?.relayUrl ?? `ws://127.0.0.1:${port}/`)}
 name = "sluice-bench nostr-rs-relay"
 description = "benchmark relay"
 
@@ -211,11 +215,16 @@ event_persist_buffer = 16384
 broadcast_buffer = 16384
 
 [authorization]
-nip42_auth = false
+nip42_auth = ${opts.auth ? 'true' : 'false'}
 
 [verified_users]
 mode = "disabled"
 `;
+}
+
+export interface NostrRsRelayOptions {
+  /** NIP-42 on: the relay sends a challenge and checks AUTH events' relay tag against this URL. */
+  auth?: { relayUrl: string };
 }
 
 export interface ThirdPartyRelay {
@@ -277,7 +286,7 @@ export async function startNostrRsRelay(
   mkdirSync(dataDir, { recursive: true });
   const port = opts.port ?? (await freeLoopbackPort());
   const configFile = path.join(workDir, 'nostr-rs-relay.toml');
-  writeFileSync(configFile, nostrRsRelayConfig(port, dataDir));
+  writeFileSync(configFile, nostrRsRelayConfig(port, dataDir, opts));
   const logFile = path.join(workDir, 'nostr-rs-relay.log');
   // Appended: a restart on the same directory keeps what the one before printed.
   const fd = openSync(logFile, 'a');

@@ -1,0 +1,284 @@
+/**
+ * One client connection's Nostr state, and every decision that reads or changes it: the
+ * NIP-42 identity it bound, the subscriptions the relay holds for it, the events forwarded and
+ * awaiting the relay's OK. Pure: frames and relay messages in, verdicts and actions out; the
+ * caller (admission.ts, ws-connection.ts) does the I/O the actions name (charges, claims,
+ * frames to the relay).
+ *
+ * The rules it keeps, each a hole an earlier shape of this code had:
+ * - State is keyed by what the gateway checked, and a later frame never rewrites an earlier
+ *   one: the first frame for an event id stands, a second one while it is awaited is refused.
+ * - Marks wait for the relay: a first-sight claim is made on its OK true, never before.
+ * - A key costs nothing to mint: one bound pubkey per connection, and it adds a charge (the
+ *   caller charges the address as well), never replaces one.
+ * - What the client closes is still settled: awaited events are charged on the relay's OK
+ *   after the client left, or (verified) when the relay socket closes first.
+ * - Subscriptions are counted as the relay holds them: a subscription the gateway stops
+ *   counting because the relay CLOSED it is closed upstream too (a relay may answer a re-REQ
+ *   of an open id CLOSED and keep the old one).
+ */
+import type { Event } from 'nostr-tools/pure';
+import { authEventProblem, MAX_CHALLENGE_LENGTH } from './nip42.js';
+
+/** AUTH events a connection may have checked (signature included) before it is refused. */
+export const MAX_AUTH_ATTEMPTS = 8;
+
+export interface SessionSettings {
+  /**
+   * Whether and how event authors are charged: `gateway`, verified and charged before the
+   * event is forwarded (its id claimed once the relay accepts it); `relay`, charged when the
+   * relay accepts it (or, verified here, when the relay socket closes before answering);
+   * `off`, authors are not charged.
+   */
+  author: 'gateway' | 'relay' | 'off';
+  /** NIP-42 followed (nostr.publicUrl): the URL an AUTH event's relay tag must name. */
+  publicUrl?: string;
+  maxSubscriptions?: number;
+  maxFiltersPerReq?: number;
+  /** EVENTs failing verification before the connection is closed. */
+  maxInvalidEvents: number;
+  /** Events awaiting the relay's OK, in count and in frame bytes. */
+  maxAwaiting: number;
+  maxAwaitingBytes: number;
+}
+
+/** What the caller does on the session's behalf. */
+export type SessionAction =
+  /** Charge the author of event `id` its cost (the relay accepted it, or may have). */
+  | { type: 'charge-author'; id: string; pubkey: string; cost: number }
+  /** Mark `id` seen for its author's window: the relay accepted this exact event. */
+  | { type: 'claim'; id: string; pubkey: string }
+  /** The relay refused the AUTH event that bound `pubkey`: it no longer identifies anyone. */
+  | { type: 'unbind'; pubkey: string }
+  /** Send the relay `["CLOSE", subId]`: the gateway no longer counts that subscription. */
+  | { type: 'close-upstream'; subId: string };
+
+export type AuthVerdict =
+  | { forward: true; bound: string }
+  | { forward: false; reply: unknown[]; invalidSignature?: boolean };
+
+interface Awaited {
+  pubkey: string;
+  cost: number;
+  bytes: number;
+  /** Kept under `relay` to verify before a pessimistic charge; dropped otherwise. */
+  event?: Event;
+}
+
+/** The relay's messages the session follows, by their heads (never a full parse of EVENTs). */
+const EVENT_HEAD = /^\s*\[\s*"EVENT"/;
+const CLOSED_HEAD = /^\s*\[\s*"CLOSED"\s*,\s*"((?:[^"\\]|\\.){1,256})"/;
+const AUTH_HEAD = /^\s*\[\s*"AUTH"\s*,\s*"/;
+const OK_HEAD = /^\s*\[\s*"OK"\s*,\s*"([0-9a-f]{64})"\s*,\s*(true|false)\s*,\s*"(duplicate:)?/;
+/** A challenge message is short: a longer one is not parsed (nor kept). */
+const MAX_CHALLENGE_MESSAGE_BYTES = 2 * MAX_CHALLENGE_LENGTH;
+
+export class NostrSession {
+  /** EVENTs (and AUTH events) that failed verification on this connection. */
+  invalidEvents = 0;
+  private challenge: string | undefined;
+  private authAttempts = 0;
+  private bound: { pubkey: string; authId: string } | undefined;
+  /** AUTH event id -> pubkey, forwarded and not answered yet (at most MAX_AUTH_ATTEMPTS). */
+  private readonly authPending = new Map<string, string>();
+  /** Subscription ids the relay holds for this connection (tracked under maxSubscriptions). */
+  private readonly subscriptions = new Set<string>();
+  private readonly awaiting = new Map<string, Awaited>();
+  private awaitingBytes = 0;
+
+  constructor(
+    readonly settings: SessionSettings,
+    /** The full NIP-01 check (id and signature), for pessimistic charges. */
+    private readonly verify: (event: Event) => boolean,
+  ) {}
+
+  /** The pubkey this connection authenticated as (NIP-42), if any. */
+  get authPubkey(): string | undefined {
+    return this.bound?.pubkey;
+  }
+
+  /** Whether the relay's messages carry anything the session follows. */
+  get following(): boolean {
+    return (
+      this.awaiting.size > 0 || this.subscriptions.size > 0 || this.settings.publicUrl !== undefined
+    );
+  }
+
+  /** Events forwarded and not answered by the relay yet. */
+  get awaitingCount(): number {
+    return this.awaiting.size;
+  }
+
+  /** Subscriptions counted as held at the relay. */
+  get openSubscriptions(): number {
+    return this.subscriptions.size;
+  }
+
+  /** One more EVENT that does not verify: true once the connection must close. */
+  invalid(): boolean {
+    this.invalidEvents++;
+    return this.invalidEvents >= this.settings.maxInvalidEvents;
+  }
+
+  /**
+   * `restricted:` when a REQ or COUNT has more filters than allowed, or a REQ would open one
+   * subscription more than the cap (a REQ reusing an open id counts once).
+   */
+  reqRefusal(type: 'REQ' | 'COUNT', subId: string, filters: number): string | undefined {
+    const { maxFiltersPerReq, maxSubscriptions } = this.settings;
+    if (maxFiltersPerReq !== undefined && filters > maxFiltersPerReq) {
+      return `restricted: at most ${maxFiltersPerReq} filters per ${type}`;
+    }
+    if (maxSubscriptions === undefined || type !== 'REQ') return undefined;
+    if (this.subscriptions.has(subId) || this.subscriptions.size < maxSubscriptions) {
+      return undefined;
+    }
+    return `restricted: at most ${maxSubscriptions} open subscriptions per connection; CLOSE one first`;
+  }
+
+  /** A REQ went to the relay: it holds one subscription of that id from now. */
+  reqForwarded(subId: string): void {
+    if (this.settings.maxSubscriptions !== undefined) this.subscriptions.add(subId);
+  }
+
+  /** A CLOSE went to the relay. */
+  closeForwarded(subId: string): void {
+    this.subscriptions.delete(subId);
+  }
+
+  /**
+   * A client's AUTH event, checked as the relay would check it (kind, this connection's
+   * challenge, relay tag, created_at, and at most MAX_AUTH_ATTEMPTS signatures): it binds on
+   * those checks, since some relays (nostr-rs-relay) never answer AUTH with OK; an `OK false`
+   * from the relay unbinds it. A second, different pubkey is refused: a key is free to mint.
+   */
+  auth(event: Event, nowSec: number): AuthVerdict {
+    const notOk = (message: string, invalidSignature?: boolean): AuthVerdict => ({
+      forward: false,
+      reply: ['OK', event.id, false, message],
+      invalidSignature,
+    });
+    if (this.challenge === undefined) {
+      return notOk('restricted: no AUTH challenge was sent on this connection');
+    }
+    const problem = authEventProblem(event, {
+      challenge: this.challenge,
+      relayUrl: this.settings.publicUrl!,
+      nowSec,
+    });
+    if (problem) return notOk(`invalid: ${problem}`);
+    if (this.bound && this.bound.pubkey !== event.pubkey) {
+      return notOk('restricted: this connection is authenticated as another pubkey already');
+    }
+    if (this.authAttempts >= MAX_AUTH_ATTEMPTS) {
+      return notOk(`restricted: at most ${MAX_AUTH_ATTEMPTS} AUTH attempts per connection`);
+    }
+    this.authAttempts++;
+    if (!this.verify(event)) {
+      return notOk('invalid: event id or signature does not verify', true);
+    }
+    this.bound = { pubkey: event.pubkey, authId: event.id };
+    this.authPending.set(event.id, event.pubkey);
+    return { forward: true, bound: event.pubkey };
+  }
+
+  /**
+   * Why an EVENT cannot be forwarded on this connection now, before anything is charged: its
+   * id is awaited already (the first frame for an id stands), or too much is awaited.
+   */
+  eventRefusal(id: string, bytes: number): string | undefined {
+    if (this.settings.author === 'off') return undefined;
+    if (this.awaiting.has(id)) {
+      return "duplicate: this event was sent on this connection and awaits the relay's answer";
+    }
+    const { maxAwaiting, maxAwaitingBytes } = this.settings;
+    if (this.awaiting.size >= maxAwaiting || this.awaitingBytes + bytes > maxAwaitingBytes) {
+      return "rate-limited: too many events awaiting the relay's answer on this connection";
+    }
+    return undefined;
+  }
+
+  /**
+   * An EVENT went to the relay: its author is charged (`relay`) or its id claimed (`gateway`)
+   * on the relay's OK. `event` must be hashed by the gateway (its id is its content's hash).
+   */
+  eventForwarded(event: Event, cost: number, bytes: number): void {
+    if (this.settings.author === 'off') return;
+    const keep = this.settings.author === 'relay' ? event : undefined;
+    this.awaiting.set(event.id, { pubkey: event.pubkey, cost, bytes, event: keep });
+    this.awaitingBytes += bytes;
+  }
+
+  /** A message from the relay: what the gateway does about it (it reaches the client as is). */
+  relay(data: Buffer): SessionAction[] {
+    // A subscription's events stream past here: one short look, and no more, for each.
+    if (EVENT_HEAD.test(data.toString('latin1', 0, 16))) return [];
+    const start = data.toString('latin1', 0, 400);
+    const closed = CLOSED_HEAD.exec(start);
+    if (closed) return this.subscriptionClosed(closed[1]!);
+    if (AUTH_HEAD.test(start)) {
+      this.challengeFrom(data);
+      return [];
+    }
+    const head = OK_HEAD.exec(start);
+    return head ? this.ok(head[1]!, head[2] === 'true', head[3] !== undefined) : [];
+  }
+
+  /**
+   * The relay socket is gone: what it never answered is charged if its signature verifies
+   * (the relay may have stored it), under `relay`; under `gateway` the author paid already.
+   */
+  upstreamGone(): SessionAction[] {
+    const actions: SessionAction[] = [];
+    for (const [id, awaited] of this.awaiting) {
+      if (awaited.event && this.verify(awaited.event)) {
+        actions.push({ type: 'charge-author', id, pubkey: awaited.pubkey, cost: awaited.cost });
+      }
+    }
+    this.awaiting.clear();
+    this.awaitingBytes = 0;
+    this.subscriptions.clear();
+    return actions;
+  }
+
+  private ok(id: string, accepted: boolean, duplicate: boolean): SessionAction[] {
+    const authPubkey = this.authPending.get(id);
+    if (authPubkey !== undefined) {
+      this.authPending.delete(id);
+      if (accepted || this.bound?.authId !== id) return [];
+      this.bound = undefined;
+      return [{ type: 'unbind', pubkey: authPubkey }];
+    }
+    const awaited = this.awaiting.get(id);
+    if (!awaited) return [];
+    this.awaiting.delete(id);
+    this.awaitingBytes -= awaited.bytes;
+    if (!accepted) return [];
+    if (this.settings.author === 'gateway') return [{ type: 'claim', id, pubkey: awaited.pubkey }];
+    // A duplicate was charged when the relay first stored it.
+    if (duplicate) return [];
+    return [{ type: 'charge-author', id, pubkey: awaited.pubkey, cost: awaited.cost }];
+  }
+
+  private subscriptionClosed(rawId: string): SessionAction[] {
+    let subId: unknown;
+    try {
+      subId = JSON.parse(`"${rawId}"`);
+    } catch {
+      return [];
+    }
+    if (typeof subId !== 'string' || !this.subscriptions.delete(subId)) return [];
+    return [{ type: 'close-upstream', subId }];
+  }
+
+  private challengeFrom(data: Buffer): void {
+    if (this.settings.publicUrl === undefined || data.length > MAX_CHALLENGE_MESSAGE_BYTES) return;
+    try {
+      const msg: unknown = JSON.parse(data.toString('utf8'));
+      if (!Array.isArray(msg) || typeof msg[1] !== 'string') return;
+      if (msg[1].length > 0 && msg[1].length <= MAX_CHALLENGE_LENGTH) this.challenge = msg[1];
+    } catch {
+      // Not JSON: no challenge.
+    }
+  }
+}
