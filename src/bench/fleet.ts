@@ -547,15 +547,15 @@ const fixed = (x: number, d = 2) => x.toFixed(d);
 /** The table of docs/BENCHMARKS.md. */
 export function formatFleetTable(results: FleetModeResult[]): string {
   const rows = [
-    '| routing | accepted / remaining sustainable | of which into memory | accepted per node (a / b / sick c), events/s | sick node peak / target | healthy peak / target | 429 | client errors other than 429 | offers not sent (writer at its in-flight bound) |',
-    '|---|---|---|---|---|---|---|---|---|',
+    '| routing | accepted / remaining sustainable | of which into memory | through the drains | accepted per node (a / b / sick c), events/s | sick node peak / target | healthy peak / target | 429 | client errors other than 429 | offers not sent (writer at its in-flight bound) |',
+    '|---|---|---|---|---|---|---|---|---|---|',
   ];
   for (const r of results) {
     const other = Object.entries(r.answers.other).map(([s, n]) => `${n} x ${s}`);
     if (r.answers.shed503) other.push(`${r.answers.shed503} x 503 at m = 0`);
     if (r.answers.errors) other.push(`${r.answers.errors} connection errors`);
     rows.push(
-      `| ${r.mode} | ${fixed(r.acceptedShareOfSustainable)} (${fixed(r.acceptedInWindowPerSec, 1)} of ${fixed(r.sustainableAfterPerSec, 1)}/s) | ${fixed(r.intoMemoryPerSec / r.sustainableAfterPerSec)} | ${r.acceptedPerNodePerSec.map((x) => fixed(x, 1)).join(' / ')} | ${fixed(r.sickPeakOverTarget)} | ${fixed(r.healthyPeakOverTarget)} | ${r.answers.limited429} | ${r.clientErrors}${other.length ? ` (${other.join(', ')})` : ''} | ${r.answers.notSent} |`,
+      `| ${r.mode} | ${fixed(r.acceptedShareOfSustainable)} (${fixed(r.acceptedInWindowPerSec, 1)} of ${fixed(r.sustainableAfterPerSec, 1)}/s) | ${fixed(r.intoMemoryPerSec / r.sustainableAfterPerSec)} | ${fixed((r.acceptedInWindowPerSec - r.intoMemoryPerSec) / r.sustainableAfterPerSec)} | ${r.acceptedPerNodePerSec.map((x) => fixed(x, 1)).join(' / ')} | ${fixed(r.sickPeakOverTarget)} | ${fixed(r.healthyPeakOverTarget)} | ${r.answers.limited429} | ${r.clientErrors}${other.length ? ` (${other.join(', ')})` : ''} | ${r.answers.notSent} |`,
     );
   }
   return rows.join('\n');
