@@ -67,6 +67,8 @@ describe('gateway with two workers', { timeout: 180_000 }, () => {
       // Info: the reload test reads each process's "configuration reloaded" line.
       logging: { level: 'info' },
       identity: { order: ['ip'] },
+      // Its writes are small JSON stand-ins, not events: no event policy on /events here.
+      nostr: { httpEventPaths: [] },
       quotas: {
         keyPrefix: `workers${Date.now()}`,
         tiers: { default: { write: { points: LIMIT, windowSec: 120 } } },

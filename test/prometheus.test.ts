@@ -155,7 +155,8 @@ describe(
           { id: 'relay-a', url: relay.url },
           { id: 'relay-b', url: broken.url },
         ],
-        { routing: 'round-robin', pressure: { enabled: true } },
+        // Its writes are stand-ins ('{}'), not events: no event policy on /events here.
+        { routing: 'round-robin', pressure: { enabled: true }, nostr: { httpEventPaths: [] } },
       );
       const port = await freeLoopbackPort();
       promUrl = `http://127.0.0.1:${port}`;

@@ -167,8 +167,7 @@ async function runArm(
     const valkeyNodes = [`${valkey.host}:${valkey.port}`];
     const feed = await startFeed({
       nodeId: 'relay-a',
-      relayUrl: relay.url,
-      ...(o.feedSource === 'pid' ? { pid: relay.pid } : {}),
+      ...(o.feedSource === 'pid' ? { pid: relay.pid } : { relayUrl: relay.url }),
       targetBytes: target,
       tickMs: o.tickMs,
       fastTickMs: pace === 'fast' ? o.fastTickMs : o.tickMs,
