@@ -4,9 +4,16 @@ import { FLOOD_SHAPES, PROBE_WORKLOADS } from '../bench/oom/names.js';
 import { RELAY_IMPLS } from '../bench/run/config.js';
 import type { RelayImpl } from '../bench/run/config.js';
 import type { ProbeWorkload } from '../bench/oom/names.js';
-import { CLIENT_KINDS, TOPOLOGIES } from '../store/options.js';
 import type { ClientKind, Topology } from '../store/options.js';
-import { list, parseBytes, positiveInt, positiveNumber } from './flags.js';
+import type { OomBenchOptions } from '../bench/oom/oom-bench.js';
+import {
+  list,
+  parseBytes,
+  positiveInt,
+  positiveNumber,
+  valkeyClientOption,
+  valkeyModeOption,
+} from './flags.js';
 
 /**
  * nostr-rs-relay has no drain to set: its working set rises with the bytes written and falls
@@ -16,7 +23,19 @@ import { list, parseBytes, positiveInt, positiveNumber } from './flags.js';
 const NOSTR_RS_RELAY_SUSTAINABLE_BYTES = 1.5 * 1024 * 1024;
 const NOSTR_RS_RELAY_SUSTAINABLE_TEXT = '1.5 MiB/s';
 
-interface OomFlags {
+/** The flags: the options that keep their names, and those given in other units. */
+type OomFlags = Pick<
+  OomBenchOptions,
+  | 'overload'
+  | 'identities'
+  | 'gateways'
+  | 'writeBudget'
+  | 'feedSource'
+  | 'slowReaders'
+  | 'slowReadersVia'
+  | 'cgroupParent'
+  | 'seed'
+> & {
   valkey: string;
   valkeyClient: ClientKind;
   valkeyMode: Topology;
@@ -30,17 +49,8 @@ interface OomFlags {
   eventBytes: number;
   limitHeadroom: number;
   targetHeadroom: number;
-  overload: number;
-  identities: number;
-  gateways: number;
-  writeBudget: boolean;
-  feedSource: 'cgroup' | 'relay';
-  slowReaders: number;
-  slowReadersVia: 'relay' | 'gateway';
-  cgroupParent?: string;
-  seed: number;
   outDir?: string;
-}
+};
 
 function choicesOf(all: readonly string[], what: string) {
   return (value: string): string[] => {
@@ -65,16 +75,8 @@ export function registerOomBench(bench: Command): void {
         'Needs a writable memory cgroup (root): says why and exits 1 where there is none',
     )
     .requiredOption('--valkey <host:port>', 'the Valkey the feed and gateways use')
-    .addOption(
-      new Option('--valkey-client <name>', 'Valkey client')
-        .choices(CLIENT_KINDS)
-        .default('valkey-glide'),
-    )
-    .addOption(
-      new Option('--valkey-mode <mode>', 'Valkey topology')
-        .choices(TOPOLOGIES)
-        .default('standalone'),
-    )
+    .addOption(valkeyClientOption())
+    .addOption(valkeyModeOption())
     .addOption(
       new Option('--relay-impl <name>', 'the relay under test')
         .choices(RELAY_IMPLS)

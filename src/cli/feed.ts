@@ -2,9 +2,15 @@ import { InvalidArgumentError, Option } from 'commander';
 import type { Command } from 'commander';
 import type { FeedProcessOptions } from '../pressure/feed/feed-process.js';
 import { stopOnSignals } from './signals.js';
-import { listenPort, parseBytes, positiveInt, positiveNumber } from './flags.js';
+import {
+  listenPort,
+  parseBytes,
+  positiveInt,
+  positiveNumber,
+  valkeyClientOption,
+  valkeyModeOption,
+} from './flags.js';
 import { DEFAULT_FAST_ABOVE } from '../pressure/feed/tick-pace.js';
-import { CLIENT_KINDS, TOPOLOGIES } from '../store/options.js';
 
 type FeedFlags = FeedProcessOptions;
 
@@ -67,16 +73,8 @@ export function registerFeed(program: Command): void {
       'write bytes/s that m = 1 admits across all gateways',
       parseBytes,
     )
-    .addOption(
-      new Option('--valkey-client <name>', 'Valkey client')
-        .choices(CLIENT_KINDS)
-        .default('valkey-glide'),
-    )
-    .addOption(
-      new Option('--valkey-mode <mode>', 'Valkey topology')
-        .choices(TOPOLOGIES)
-        .default('standalone'),
-    )
+    .addOption(valkeyClientOption())
+    .addOption(valkeyModeOption())
     .option('--valkey-nodes <list>', 'comma-separated host:port list', '127.0.0.1:6379')
     .option('--host <host>', "address of the feed's /metrics", '127.0.0.1')
     .option('--port <n>', "port of the feed's /metrics (0 picks one)", listenPort, 0)

@@ -1,5 +1,7 @@
 /** Flag parsers shared by the commands: each throws commander's InvalidArgumentError. */
-import { InvalidArgumentError } from 'commander';
+import { InvalidArgumentError, Option } from 'commander';
+import { CLIENT_KINDS, TOPOLOGIES } from '../store/options.js';
+import type { ClientKind } from '../store/options.js';
 
 const UNITS: Record<string, number> = {
   '': 1,
@@ -82,4 +84,14 @@ export function list(value: string): string[] {
 /** A repeatable flag's values, in order. */
 export function collect(value: string, previous: string[] = []): string[] {
   return [...previous, value];
+}
+
+/** `--valkey-client`, one of CLIENT_KINDS (valkey-glide unless the command says otherwise). */
+export function valkeyClientOption(help = 'Valkey client', fallback: ClientKind = 'valkey-glide') {
+  return new Option('--valkey-client <name>', help).choices(CLIENT_KINDS).default(fallback);
+}
+
+/** `--valkey-mode`, one of TOPOLOGIES (standalone by default). */
+export function valkeyModeOption(help = 'Valkey topology') {
+  return new Option('--valkey-mode <mode>', help).choices(TOPOLOGIES).default('standalone');
 }
