@@ -7,12 +7,11 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { FastifyBaseLogger } from 'fastify';
 import { GatewayConfigSchema } from '../src/config/schema.js';
 import type { GatewayConfigInput } from '../src/config/schema.js';
 import { Admission } from '../src/gateway/admission.js';
 import type { GatewayContext } from '../src/gateway/context.js';
-import { GatewayMetrics } from '../src/gateway/metrics.js';
+import type { GatewayMetrics } from '../src/gateway/metrics.js';
 import { UpstreamPool } from '../src/gateway/upstreams.js';
 import { MultiplierBoard } from '../src/pressure/follower/board.js';
 import { QuotaDecider } from '../src/quota/decider.js';
@@ -20,6 +19,7 @@ import type { QuotaRequest } from '../src/quota/decider.js';
 import { NODE_BUDGET_POLICY, budgetPoints } from '../src/quota/node-budget.js';
 import { Policy, makeIdentity } from '../src/quota/policy.js';
 import { freshAuthor } from './helpers/clients.js';
+import { metricsFor, silent } from './helpers/fake-admission-context.js';
 import { FakeValkey, manualClock } from './helpers/fake-valkey.js';
 
 const PREFIX = 'nb';
@@ -203,20 +203,6 @@ describe('QuotaDecider.decideNode', { timeout: 10_000 }, () => {
   });
 });
 
-const silent = {
-  fatal: () => undefined,
-  error: () => undefined,
-  warn: () => undefined,
-  info: () => undefined,
-  debug: () => undefined,
-  trace: () => undefined,
-  silent: () => undefined,
-  level: 'silent',
-  child: () => silent,
-} as unknown as FastifyBaseLogger;
-
-let sharedMetrics: GatewayMetrics | undefined;
-
 /**
  * The admission step over a real decider and a fake Valkey, one node (relay-a) with a write
  * budget: per-client cap 4 per 60 s, node budget 20 per 60 s (so 2 and 10 at m = 0.5).
@@ -243,7 +229,7 @@ function admissionSetup(mode: 'enforce' | 'shadow' = 'enforce') {
     now: clock.now,
     writeBudgets: new Map([['relay-a', config.upstreams[0]!.writeBudget!]]),
   });
-  const metrics = (sharedMetrics ??= new GatewayMetrics(board, pool));
+  const metrics = metricsFor(board, pool);
   const ctx = {
     config,
     store: valkey.store,

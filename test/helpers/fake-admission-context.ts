@@ -114,7 +114,8 @@ export class MemoryKv implements KeyValue {
   }
 }
 
-const silent = {
+/** A logger that says nothing (in-process tests). */
+export const silent = {
   fatal: () => undefined,
   error: () => undefined,
   warn: () => undefined,
@@ -128,6 +129,11 @@ const silent = {
 
 /** One registry for every run: each GatewayMetrics starts the default collectors again. */
 let sharedMetrics: GatewayMetrics | undefined;
+
+/** The process's one GatewayMetrics, made on first use with this board and pool. */
+export function metricsFor(board: MultiplierBoard, pool: UpstreamPool): GatewayMetrics {
+  return (sharedMetrics ??= new GatewayMetrics(board, pool));
+}
 
 export interface AdmissionUnderTest {
   admission: Admission;
@@ -160,7 +166,7 @@ export function admissionUnderTest(
     board,
     decider: decider as unknown as QuotaDecider,
     pool,
-    metrics: (sharedMetrics ??= new GatewayMetrics(board, pool)),
+    metrics: metricsFor(board, pool),
     log: silent,
   } as Omit<GatewayContext, 'admission' | 'address'> as GatewayContext;
   ctx.admission = new Admission(ctx);
