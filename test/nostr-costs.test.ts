@@ -7,7 +7,7 @@ import {
   kindMatcher,
   kindPoints,
   parseKindSpec,
-} from '../src/gateway/nostr-costs.js';
+} from '../src/nostr/costs.js';
 
 const base = {
   admin: { token: '0123456789abcdef-costs' },

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { finalizeEvent, generateSecretKey } from 'nostr-tools/pure';
-import { parseClientFrame, sniffEventId, verifySignature } from '../src/gateway/nostr-frames.js';
+import { parseClientFrame, sniffEventId, verifySignature } from '../src/nostr/frames.js';
 import { relayableCloseCode } from '../src/gateway/ws-connection.js';
 
 const event = finalizeEvent(

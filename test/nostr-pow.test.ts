@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { GatewayConfigSchema } from '../src/config/schema.js';
-import { committedTarget, discountedCost, workDone } from '../src/gateway/nostr-pow.js';
+import { committedTarget, discountedCost, workDone } from '../src/nostr/pow.js';
 
 const zeros = (bits: number) => {
   // An id with exactly `bits` leading zero bits (bits < 256).

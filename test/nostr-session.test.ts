@@ -25,7 +25,7 @@ import fc from 'fast-check';
 import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import type { Event } from 'nostr-tools/pure';
 import type { ConnectionFacts } from '../src/gateway/admission.js';
-import { verifySignature } from '../src/gateway/nostr-frames.js';
+import { verifySignature } from '../src/nostr/frames.js';
 import type { QuotaDecision, QuotaRequest } from '../src/quota/decider.js';
 import type { QuotaDecider } from '../src/quota/decider.js';
 import { admissionUnderTest } from './helpers/fake-admission-context.js';

@@ -11,7 +11,7 @@ import {
   NODE_BUDGET_KEY,
   WRITE_QUOTA_KEY,
   mergeRelayInfo,
-} from '../src/gateway/relay-info-document.js';
+} from '../src/nostr/relay-info-document.js';
 import { RELAY_INFO_MAX_BYTES, RELAY_INFO_MAX_FETCHES } from '../src/gateway/relay-info.js';
 import { uniquePrefix } from './helpers/env.js';
 import { admin, request, startGateway, suiteRelayAndGateway } from './helpers/gateway.js';

@@ -11,7 +11,7 @@ import { cpus } from 'node:os';
 import { finalizeEvent, generateSecretKey, verifyEvent } from 'nostr-tools/pure';
 import type { Event } from 'nostr-tools/pure';
 import { initNostrWasm } from 'nostr-wasm';
-import { initSignatureVerifier, verifySignature } from '../gateway/nostr-verify.js';
+import { initSignatureVerifier, verifySignature } from '../nostr/verify.js';
 import { seededRandom } from '../util/random.js';
 import { minMax, shuffled } from './stats.js';
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { kindSpecProblem, overlappingRanges } from '../gateway/nostr-costs.js';
+import { kindSpecProblem, overlappingRanges } from '../nostr/costs.js';
 import { CLIENT_KINDS, TOPOLOGIES } from '../store/options.js';
 import { DEFAULT_KEY_SALT, isPlaceholderAdminToken } from './secrets.js';
 

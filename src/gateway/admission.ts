@@ -26,7 +26,7 @@ import {
   parseEvent,
   sniffEventId,
   verifySignature,
-} from './nostr-frames.js';
+} from '../nostr/frames.js';
 import { parseRequestTarget } from './request-target.js';
 import type { RequestTarget } from './request-target.js';
 import type { UpstreamState } from './upstreams.js';

@@ -8,8 +8,8 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { LRUCache } from 'lru-cache';
 import type { Problem } from '../quota/responses.js';
 import type { GatewayContext } from './context.js';
-import { mergeRelayInfo } from './relay-info-document.js';
-import type { GatewayLimits } from './relay-info-document.js';
+import { mergeRelayInfo } from '../nostr/relay-info-document.js';
+import type { GatewayLimits } from '../nostr/relay-info-document.js';
 import type { ForwardRoute } from './http-forward.js';
 
 /** The largest relay document read; past it the fetch is abandoned (502). */

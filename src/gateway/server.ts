@@ -16,7 +16,7 @@ import { registerHttpProxy } from './http-proxy.js';
 import { GatewayMetrics } from './metrics.js';
 import { UpstreamPool } from './upstreams.js';
 import { PressureFollower } from '../pressure/follower/follower.js';
-import { initSignatureVerifier } from './nostr-verify.js';
+import { initSignatureVerifier } from '../nostr/verify.js';
 import { attachWebSocketProxy } from './ws-proxy.js';
 
 export interface RunningGateway {

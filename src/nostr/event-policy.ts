@@ -5,10 +5,10 @@
  */
 import type { Event } from 'nostr-tools/pure';
 import type { GatewayConfig } from '../config/schema.js';
-import { compileCosts, eventCost, kindMatcher } from '../gateway/nostr-costs.js';
-import type { CostTable } from '../gateway/nostr-costs.js';
-import { discountedCost, workDone } from '../gateway/nostr-pow.js';
-import { eventIdMatches } from '../gateway/nostr-verify.js';
+import { compileCosts, eventCost, kindMatcher } from './costs.js';
+import type { CostTable } from './costs.js';
+import { discountedCost, workDone } from './pow.js';
+import { eventIdMatches } from './verify.js';
 
 export type EventJudgement =
   | { refused: string; metric: 'BLOCKED' | 'POW' }

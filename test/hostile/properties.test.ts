@@ -9,7 +9,7 @@ import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import type { ConnectionFacts, FrameVerdict } from '../../src/gateway/admission.js';
 import { verifies } from '../../src/gateway/admission.js';
-import { parseClientFrame, sniffEventId, verifySignature } from '../../src/gateway/nostr-frames.js';
+import { parseClientFrame, sniffEventId, verifySignature } from '../../src/nostr/frames.js';
 import { parseRequestTarget } from '../../src/gateway/request-target.js';
 import { Policy } from '../../src/quota/policy.js';
 import { GatewayConfigSchema } from '../../src/config/schema.js';

@@ -1,6 +1,6 @@
 /**
  * What one EVENT costs in write points: by its kind (single kinds and ranges), plus points per
- * KiB of the message above a free size, lowered for proof of work (see nostr-pow.ts). Pure
+ * KiB of the message above a free size, lowered for proof of work (see pow.ts). Pure
  * maths over the configuration: the admission step feeds it what it already parsed.
  */
 

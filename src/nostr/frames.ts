@@ -90,4 +90,4 @@ export function parseEvent(
 }
 
 /** The event id is the hash of its content and the signature is the pubkey's over that id. */
-export { eventIdMatches, initSignatureVerifier, verifySignature } from './nostr-verify.js';
+export { eventIdMatches, initSignatureVerifier, verifySignature } from './verify.js';
