@@ -10,7 +10,6 @@ import { describe, it } from 'node:test';
 import { GatewayConfigSchema } from '../src/config/schema.js';
 import type { GatewayConfigInput } from '../src/config/schema.js';
 import { Admission } from '../src/gateway/admission.js';
-import type { GatewayContext } from '../src/gateway/context.js';
 import type { GatewayMetrics } from '../src/gateway/metrics.js';
 import { UpstreamPool } from '../src/gateway/upstreams.js';
 import { MultiplierBoard } from '../src/pressure/follower/board.js';
@@ -234,16 +233,15 @@ function admissionSetup(mode: 'enforce' | 'shadow' = 'enforce') {
     config,
     store: valkey.store,
     policy,
-    board,
     decider,
     pool,
     metrics,
     log: silent,
-  } as Omit<GatewayContext, 'admission' | 'address'> as GatewayContext;
-  ctx.admission = new Admission(ctx);
+  };
+  const admission = new Admission(ctx);
   const post = (ip: string) =>
-    ctx.admission.http({ ip, method: 'POST', url: '/events', contentLength: 100 });
-  return { admission: ctx.admission, board, valkey, metrics, post };
+    admission.http({ ip, method: 'POST', url: '/events', contentLength: 100 });
+  return { admission, board, valkey, metrics, post };
 }
 
 async function nodeBudgetCount(metrics: GatewayMetrics, outcome: string): Promise<number> {

@@ -6,7 +6,7 @@ import {
   defaultDataDir,
 } from '../relay/defaults.js';
 import type { RelayConfig } from '../relay/server.js';
-import { runDir } from '../harness/paths.js';
+import { PROJECT_ROOT, packageVersion, runDir } from '../harness/paths.js';
 import { stopOnSignals } from './signals.js';
 import { integerIn, parseBytes } from './flags.js';
 
@@ -73,6 +73,7 @@ export function toConfig(flags: RelayFlags): RelayConfig {
     port: flags.port,
     nodeId: flags.nodeId,
     dataDir: flags.dataDir ?? defaultDataDir(runDir(), flags.nodeId),
+    version: packageVersion(PROJECT_ROOT) ?? '0.0.0',
     fresh: flags.fresh ?? false,
     drainBytesPerSec: flags.drainBytesPerSec,
     workIterations: flags.workIterations,

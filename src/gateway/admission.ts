@@ -16,7 +16,12 @@ import { StoreError } from '../store/index.js';
 import { IntervalSampler } from '../util/sampler.js';
 import { WindowCounters } from '../util/window-counters.js';
 import type { GatewayContext } from './context.js';
-import { recordDecision } from './context.js';
+
+/** What the admission step reads from the gateway: built before it, so no cycle and no cast. */
+export type AdmissionServices = Pick<
+  GatewayContext,
+  'config' | 'store' | 'policy' | 'decider' | 'pool' | 'metrics' | 'log'
+>;
 import { NostrSession } from '../nostr/session.js';
 import type { SessionAction, SessionSettings } from '../nostr/session.js';
 import { EventPolicy } from '../nostr/event-policy.js';
@@ -111,7 +116,7 @@ export class Admission {
   /** Kinds, work and costs, compiled once (nostr settings are not reloaded). */
   readonly eventPolicy: EventPolicy;
 
-  constructor(private readonly ctx: GatewayContext) {
+  constructor(private readonly ctx: AdmissionServices) {
     const { maxTrackedClients } = ctx.config.limits;
     this.frameRate = new WindowCounters(maxTrackedClients);
     this.eventPolicy = new EventPolicy(ctx.config.nostr);
@@ -596,7 +601,7 @@ export class Admission {
         ? decision
         : shadowed(decision);
     if (judged.policy === NODE_BUDGET_POLICY) ctx.metrics.countNodeBudget(judged.outcome, nodeId);
-    else recordDecision(ctx, judged, cls, nodeId);
+    else ctx.metrics.countDecision(judged.outcome, cls, nodeId);
     if (judged.outcome === 'shadow_limited') {
       const count = this.shadowLog.take();
       if (count > 0) {
@@ -649,6 +654,6 @@ function refusal(data: Buffer, reason: string): unknown[] {
 }
 
 /** Event ids are hashes of verified content: their own hash tag spreads them over slots. */
-function seenKey(ctx: GatewayContext, id: string): string {
+function seenKey(ctx: AdmissionServices, id: string): string {
   return `${ctx.config.quotas.keyPrefix}:seen:{${id}}`;
 }

@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { GatewayConfig } from '../config/schema.js';
 import type { MultiplierBoard } from '../pressure/follower/board.js';
-import type { QuotaDecider, QuotaDecision } from '../quota/decider.js';
+import type { QuotaDecider } from '../quota/decider.js';
 import type { Policy } from '../quota/policy.js';
 import type { Store } from '../store/index.js';
 import type { Admission } from './admission.js';
@@ -22,13 +22,4 @@ export interface GatewayContext {
   metrics: GatewayMetrics;
   address: ClientAddress;
   log: FastifyBaseLogger;
-}
-
-export function recordDecision(
-  ctx: GatewayContext,
-  decision: QuotaDecision,
-  cls: string,
-  node: string,
-): void {
-  ctx.metrics.countDecision(decision.outcome, cls, node);
 }

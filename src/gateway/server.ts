@@ -102,18 +102,8 @@ export async function buildGateway(
       config.upstreams.flatMap((u) => (u.writeBudget ? [[u.id, u.writeBudget] as const] : [])),
     ),
   });
-  const ctx: GatewayContext = {
-    config,
-    store,
-    policy,
-    board,
-    decider,
-    pool,
-    metrics,
-    address,
-    log,
-  } as Omit<GatewayContext, 'admission'> as GatewayContext;
-  ctx.admission = new Admission(ctx);
+  const services = { config, store, policy, decider, pool, metrics, log };
+  const ctx: GatewayContext = { ...services, board, address, admission: new Admission(services) };
   if (config.pressure.avoidEmergency) pool.avoid((id) => board.get(id).emergency === true);
 
   await pool.start();

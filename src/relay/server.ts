@@ -1,7 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { WebSocketServer } from 'ws';
-import { PROJECT_ROOT, packageVersion } from '../harness/paths.js';
 import { DataFile } from './datafile.js';
 import { Flusher } from './flusher.js';
 import { buildHttp } from './http.js';
@@ -33,6 +32,8 @@ export interface RelayConfig {
   port: number;
   nodeId: string;
   dataDir: string;
+  /** What NIP-11 and /health report as the software's version (the caller knows its package). */
+  version: string;
   /** Start from an empty data file instead of reloading an earlier run's events. */
   fresh: boolean;
   drainBytesPerSec: number;
@@ -129,7 +130,7 @@ export async function startRelay(config: RelayConfig): Promise<RunningRelay> {
   const metrics = createMetrics(config.nodeId, stats);
   const app = buildHttp({
     nodeId: config.nodeId,
-    version: packageVersion(PROJECT_ROOT) ?? '0.0.0',
+    version: config.version,
     limits,
     store,
     index,

@@ -7,7 +7,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { GatewayConfigSchema } from '../../src/config/schema.js';
 import type { GatewayConfig, GatewayConfigInput, IdentitySource } from '../../src/config/schema.js';
 import { Admission } from '../../src/gateway/admission.js';
-import type { GatewayContext } from '../../src/gateway/context.js';
+import type { AdmissionServices } from '../../src/gateway/admission.js';
 import { GatewayMetrics } from '../../src/gateway/metrics.js';
 import { UpstreamPool } from '../../src/gateway/upstreams.js';
 import { MultiplierBoard } from '../../src/pressure/follower/board.js';
@@ -140,7 +140,7 @@ export interface AdmissionUnderTest {
   config: GatewayConfig;
   decider: ScriptedDecider;
   kv: MemoryKv;
-  ctx: GatewayContext;
+  ctx: AdmissionServices;
 }
 
 /** One relay node that is never contacted; the rest of the settings as given. */
@@ -159,16 +159,15 @@ export function admissionUnderTest(
   const decider = new ScriptedDecider(script);
   const kv = new MemoryKv();
   // Only what the admission step reads: the store's kv, the decider's decide and storeDown.
-  const ctx = {
+  const ctx: AdmissionServices = {
     config,
     store: { kv } as unknown as Store,
     policy,
-    board,
     decider: decider as unknown as QuotaDecider,
     pool,
     metrics: metricsFor(board, pool),
     log: silent,
-  } as Omit<GatewayContext, 'admission' | 'address'> as GatewayContext;
-  ctx.admission = new Admission(ctx);
-  return { admission: ctx.admission, config, decider, kv, ctx };
+  };
+  const admission = new Admission(ctx);
+  return { admission, config, decider, kv, ctx };
 }
