@@ -45,8 +45,34 @@ stop_bounded() {
   wait "$bounded_pid" 2>/dev/null || true
 }
 
-trap stop_valkey EXIT
-trap 'stop_bounded; exit 130' INT TERM
+# nostr-rs-relay, for the tests that run in front of it (AUTH, --relay-impl, the README's
+# path): built from crates.io in the background at the lowest priority while the rest of the
+# suite runs (several minutes, once per machine), then those files run last. It is also the
+# CPU-heavy neighbour the suite must stay green beside. Without cargo they skip, saying why.
+NRR_FILES=(dist/test/nostr-rs-relay-auth.test.js dist/test/relay-impl.test.js dist/test/readme-path.test.js)
+NRR_BUILD_WAIT_SEC="${SLUICE_TEST_RELAY_BUILD_WAIT_SEC:-1500}"
+nrr_build_pid=
+nrr_bin="$("${SLUICE[@]}" bench relay-install --print-path)"
+if [ ! -x "$nrr_bin" ] && [ -z "${SLUICE_TEST_NO_RELAY_BUILD:-}" ]; then
+  if command -v cargo >/dev/null || [ -x "${CARGO_HOME:-$HOME/.cargo}/bin/cargo" ]; then
+    say "building nostr-rs-relay in the background (log: $SLUICE_RUN_DIR/nostr-rs-relay-build.log)"
+    mkdir -p "$SLUICE_RUN_DIR"
+    # Its own session, so that every exit path can stop the whole build by its group.
+    setsid bash -c 'renice -n 19 $$ >/dev/null; source scripts/lib/common.sh; ensure_nostr_rs_relay' \
+      >"$SLUICE_RUN_DIR/nostr-rs-relay-build.log" 2>&1 &
+    nrr_build_pid=$!
+  else
+    say "cargo not found: the tests in front of nostr-rs-relay will skip (install Rust to run them)"
+  fi
+fi
+stop_relay_build() {
+  [ -n "$nrr_build_pid" ] || return 0
+  kill -TERM -- "-$nrr_build_pid" 2>/dev/null || true
+  nrr_build_pid=
+}
+
+trap 'stop_valkey; stop_relay_build' EXIT
+trap 'stop_bounded; stop_relay_build; exit 130' INT TERM
 
 mkdir -p "$REPORTS"
 say "starting Valkey: standalone on $STANDALONE_PORT, cluster on $CLUSTER_BASE-$((CLUSTER_BASE + 5))"
@@ -65,7 +91,10 @@ say "Node tests"
 # handles it left open, and --test-timeout bounds each file (and each test that sets no
 # bound of its own; the suites do). test/hostile may be empty or absent: nullglob.
 shopt -s nullglob
-node_files=(dist/test/*.test.js dist/test/hostile/*.test.js)
+node_files=()
+for f in dist/test/*.test.js dist/test/hostile/*.test.js; do
+  [[ " ${NRR_FILES[*]} " == *" $f "* ]] || node_files+=("$f")
+done
 shopt -u nullglob
 rm -f "$REPORTS/node.spec" # never count an earlier run's report
 # The counts are read from the spec reporter's own summary on stdout: a file reporter's
@@ -111,6 +140,35 @@ PY
 elif [[ " ${failed[*]} " == *" python "* ]]; then
   py_fail=1 # killed or crashed before it wrote a report
 fi
+
+if [ -n "$nrr_build_pid" ]; then
+  say "waiting for the nostr-rs-relay build (at most ${NRR_BUILD_WAIT_SEC}s from the start)"
+  while kill -0 "$nrr_build_pid" 2>/dev/null && [ $(( $(date +%s) - started_at )) -lt "$NRR_BUILD_WAIT_SEC" ]; do
+    sleep 5
+  done
+  if kill -0 "$nrr_build_pid" 2>/dev/null; then
+    say "the nostr-rs-relay build did not finish in time: its tests skip"
+    stop_relay_build
+  elif [ ! -x "$nrr_bin" ]; then
+    say "the nostr-rs-relay build failed (see $SLUICE_RUN_DIR/nostr-rs-relay-build.log): its tests skip"
+    tail -5 "$SLUICE_RUN_DIR/nostr-rs-relay-build.log" || true
+  fi
+  nrr_build_pid=
+fi
+say "Node tests in front of nostr-rs-relay"
+rm -f "$REPORTS/node-nrr.spec"
+set +e
+bounded "$NODE_SUITE_TIMEOUT_SEC" \
+  node --test --test-concurrency=1 --test-force-exit --test-timeout="$NODE_FILE_TIMEOUT_MS" \
+  --test-reporter=spec --test-reporter-destination=stdout \
+  "${NRR_FILES[@]}" | tee "$REPORTS/node-nrr.spec"
+rc=${PIPESTATUS[0]}
+set -e
+[ "$rc" -eq 0 ] || failed+=(node-nrr)
+nrr_pass=$(sed -n 's/^ℹ pass //p' "$REPORTS/node-nrr.spec" 2>/dev/null | tail -1 || true)
+nrr_fail=$(sed -n 's/^ℹ fail //p' "$REPORTS/node-nrr.spec" 2>/dev/null | tail -1 || true)
+node_pass=$(( ${node_pass:-0} + ${nrr_pass:-0} ))
+[ -n "$node_fail" ] && [ -n "$nrr_fail" ] && node_fail=$(( node_fail + nrr_fail )) || node_fail=
 
 elapsed=$(( $(date +%s) - started_at ))
 say "suite took ${elapsed}s; node: ${node_pass:-0} passed, ${node_fail:-?} failed; python: $py_pass passed, $py_fail failed"
