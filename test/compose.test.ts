@@ -1097,7 +1097,7 @@ for (const file of COMPOSE_FILES) {
         };
         const proc = await spawnSluice(args, { env });
         procs.push(proc);
-        const adminUrl = adminUrlOf(proc.readyLine);
+        const adminUrl = adminUrlOf(proc);
         gateways.set(name, { adminUrl, url: proc.url });
         metricsUrls.set(name, `${adminUrl}/metrics`);
       }

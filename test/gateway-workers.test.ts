@@ -15,9 +15,9 @@ import { inBatches, waitFor } from './helpers/raw-socket.js';
 const LIMIT = 40;
 
 function workerPids(gw: GatewayUnderTest): number[] {
-  const list = /workers=([\d,]+)/.exec(gw.proc.readyLine)?.[1];
-  assert.ok(list, `the ready line names the workers: ${gw.proc.readyLine}`);
-  return list.split(',').map(Number);
+  const list = gw.proc.ready.workers;
+  assert.ok(list?.length, `the ready line names the workers: ${JSON.stringify(gw.proc.ready)}`);
+  return list;
 }
 
 function alive(pid: number): boolean {

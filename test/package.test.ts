@@ -8,6 +8,8 @@ import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { PROJECT_ROOT } from '../src/harness/paths.js';
 import { killOnExit } from '../src/harness/processes.js';
+import { parseReadyLine } from '../src/util/ready-line.js';
+import type { ReadyInfo } from '../src/util/ready-line.js';
 import { standaloneNodes } from './helpers/env.js';
 import { request } from './helpers/gateway.js';
 
@@ -42,7 +44,7 @@ function run(command: string, args: string[], cwd: string, timeoutMs = 60_000) {
 
 interface Started {
   child: ChildProcess;
-  readyLine: string;
+  ready: ReadyInfo;
   output(): string;
 }
 
@@ -62,8 +64,11 @@ async function startInstalled(args: string[]): Promise<Started> {
   child.stderr.on('data', (c: string) => (out += c));
   const deadline = Date.now() + 20_000;
   for (;;) {
-    const line = out.split('\n').find((l) => /^sluice \w+ ready: /.test(l));
-    if (line) return { child, readyLine: line, output: () => out };
+    const ready = out
+      .split('\n')
+      .map(parseReadyLine)
+      .find((info) => info !== undefined);
+    if (ready) return { child, ready, output: () => out };
     if (child.exitCode !== null || Date.now() > deadline) {
       child.kill('SIGKILL');
       throw new Error(`sluice ${args.join(' ')} did not start:\n${out}`);
@@ -145,7 +150,7 @@ describe('the npm package', { timeout: 300_000 }, () => {
       path.join(work, 'relay'),
     ]);
     started.push(relay);
-    const relayUrl = /ready: (http:\/\/\S+)/.exec(relay.readyLine)![1]!;
+    const relayUrl = relay.ready.url;
     writeFileSync(
       path.join(install, 'gateway.yaml'),
       [
@@ -159,8 +164,8 @@ describe('the npm package', { timeout: 300_000 }, () => {
     );
     const gw = await startInstalled(['gateway', '--config', 'gateway.yaml']);
     started.push(gw);
-    const url = /ready: (http:\/\/\S+)/.exec(gw.readyLine)![1]!;
-    const adminUrl = /admin=(http:\/\/\S+)/.exec(gw.readyLine)![1]!;
+    const { url, admin: adminUrl } = gw.ready;
+    assert.ok(adminUrl, 'the gateway names its admin listener');
     // Through the gateway to the relay: the relay's own answer comes back.
     const health = await request(`${url}/healthz`);
     assert.equal(health.status, 200, health.body);

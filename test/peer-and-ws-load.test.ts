@@ -182,11 +182,9 @@ describe('sluice bench peer (the CLI)', { timeout: 120_000 }, () => {
       `${uniquePrefix('peer-cli')}:`,
     ]);
     try {
-      assert.match(proc.readyLine, /^sluice peer ready: http:\/\/127\.0\.0\.1:\d+ settings=\{/);
-      const settings = JSON.parse(/settings=(\{.*\})$/.exec(proc.readyLine)![1]!) as {
-        client: string;
-        max: number;
-      };
+      assert.equal(proc.ready.ready, 'peer');
+      assert.match(proc.ready.url, /^http:\/\/127\.0\.0\.1:\d+$/);
+      const settings = proc.ready.settings as { client: string; max: number };
       assert.equal(settings.client, 'ioredis');
       assert.equal(settings.max, 2);
       const a = author();

@@ -120,7 +120,7 @@ start_relay() {
     --work-iterations "$work" >"$log" 2>&1 &
   STARTED_PIDS+=($!)
   for _ in $(seq 1 100); do
-    url="$(sed -n 's/^sluice relay ready: \(http:[^ ]*\).*/\1/p' "$log" | head -1)"
+    url="$(sed -n 's/^{"ready":"relay","url":"\(http:[^"]*\)".*/\1/p' "$log" | head -1)"
     [ -n "$url" ] && { RELAY_STARTED_URL="$url"; return 0; }
     kill -0 "${STARTED_PIDS[-1]}" 2>/dev/null || break
     sleep 0.1

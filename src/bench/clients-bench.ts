@@ -250,7 +250,7 @@ export async function runClientsBench(
     await collectGarbage(gateway);
     await sleep(1000);
     const afterGc = processRssMiB(gateway.pid);
-    const gauges = await gatewayGauges(adminUrlOf(gateway.readyLine));
+    const gauges = await gatewayGauges(adminUrlOf(gateway));
     return {
       clients: opts.clients,
       seconds,

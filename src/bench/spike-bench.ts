@@ -175,7 +175,7 @@ async function runArm(
       env,
     });
     started.push(feed);
-    const feedMetrics = `${/^sluice feed ready: (\S+)/.exec(feed.readyLine)![1]}/metrics`;
+    const feedMetrics = `${feed.url}/metrics`;
     const sustainablePerSec = o.drainBytesPerSec / (o.eventContentBytes + EVENT_OVERHEAD);
     const quotaPerSec = Math.round(3 * sustainablePerSec);
     const gateways: { url: string; admin: string }[] = [];

@@ -3,6 +3,7 @@ import type { Command } from 'commander';
 import { stopOnSignals } from './signals.js';
 import { list, listenPort, positiveInt } from './flags.js';
 import { TOPOLOGIES } from '../store/options.js';
+import { readyLine } from '../util/ready-line.js';
 
 interface PeerFlags {
   host: string;
@@ -75,6 +76,6 @@ export function registerPeer(bench: Command): void {
       stopOnSignals(10_000, async () => (await starting).close());
       const started = await starting;
       // The one line on stdout; the harness waits for it and reads the settings from it.
-      console.log(`sluice peer ready: ${started.url} settings=${JSON.stringify(started.settings)}`);
+      console.log(readyLine({ ready: 'peer', url: started.url, settings: started.settings }));
     });
 }

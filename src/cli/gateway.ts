@@ -9,6 +9,7 @@ import { stopOnSignals } from './signals.js';
 import type { ToPrimary, ToWorker } from '../gateway/cluster-messages.js';
 import { collect, listenPort } from './flags.js';
 import { CLIENT_KINDS, TOPOLOGIES } from '../store/options.js';
+import { readyLine } from '../util/ready-line.js';
 
 interface GatewayFlags {
   config?: string;
@@ -162,7 +163,7 @@ async function runGatewayProcess(
   if (!worker) {
     process.on('SIGHUP', reload);
     // Last: whoever reads this line may signal at once, so every handler is in place.
-    console.log(`sluice gateway ready: ${gateway.url} admin=${gateway.adminUrl}`);
+    console.log(readyLine({ ready: 'gateway', url: gateway.url, admin: gateway.adminUrl }));
     return;
   }
   const { AggregatorRegistry } = await import('prom-client');
@@ -205,6 +206,11 @@ async function runPrimary(
   // Workers have their own grace; the primary waits for them, plus a margin.
   stopOnSignals(config.shutdownGraceMs + 5000, () => primary.close(), log);
   console.log(
-    `sluice gateway ready: ${primary.url} admin=${primary.adminUrl} workers=${primary.workerPids().join(',')}`,
+    readyLine({
+      ready: 'gateway',
+      url: primary.url,
+      admin: primary.adminUrl,
+      workers: primary.workerPids(),
+    }),
   );
 }

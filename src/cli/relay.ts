@@ -9,6 +9,7 @@ import type { RelayConfig } from '../relay/server.js';
 import { PROJECT_ROOT, packageVersion, runDir } from '../harness/paths.js';
 import { stopOnSignals } from './signals.js';
 import { integerIn, parseBytes } from './flags.js';
+import { readyLine } from '../util/ready-line.js';
 
 /** A relay flushes its memtable on close: time enough for that, then it is cut. */
 const RELAY_STOP_GRACE_MS = 10_000;
@@ -153,7 +154,7 @@ export function registerRelay(program: Command): void {
       stopOnSignals(RELAY_STOP_GRACE_MS, async () => (await starting).close());
       const started = await starting;
       // The one line on stdout; tests and scripts wait for it.
-      console.log(`sluice relay ready: ${started.url} node=${started.nodeId}`);
+      console.log(readyLine({ ready: 'relay', url: started.url, node: started.nodeId }));
       if (started.reloadedEvents > 0) {
         console.error(`relay ${started.nodeId}: reloaded ${started.reloadedEvents} events`);
       }

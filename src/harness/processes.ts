@@ -2,6 +2,8 @@ import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import type { ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { parseReadyLine } from '../util/ready-line.js';
+import type { ReadyInfo } from '../util/ready-line.js';
 
 /** The CLI entry point, next to this module in dist/. */
 export const CLI = fileURLToPath(new URL('../cli.js', import.meta.url));
@@ -11,7 +13,8 @@ export interface SluiceProcess {
   /** The URL from the ready line, e.g. http://127.0.0.1:41234. */
   url: string;
   port: number;
-  readyLine: string;
+  /** What the process said in its ready line (see util/ready-line.ts). */
+  ready: ReadyInfo;
   /** Everything the process wrote so far (stdout and stderr, interleaved). */
   output(): string;
   /** Signal the process (SIGTERM by default), SIGKILL after a grace period, and wait until
@@ -39,7 +42,6 @@ export function inCgroup(
   return ['/bin/sh', ['-c', 'echo $$ > "$0" && exec "$@"', procsFile, command, ...args]];
 }
 
-const READY = /^sluice \S+ ready: (http:\/\/\S+)/;
 const STOP_GRACE_MS = 10_000;
 const MAX_OUTPUT_CHARS = 256 * 1024;
 
@@ -61,10 +63,10 @@ export function killOnExit(child: ChildProcess): void {
   child.once('exit', () => running.delete(child));
 }
 
-/** The admin listener's URL from a gateway's ready line (`admin=http://...`). */
-export function adminUrlOf(readyLine: string): string {
-  const url = /admin=(http:\/\/\S+)/.exec(readyLine)?.[1];
-  if (!url) throw new Error(`no admin URL in "${readyLine}"`);
+/** The admin listener's URL from a gateway's ready line. */
+export function adminUrlOf(proc: Pick<SluiceProcess, 'ready'>): string {
+  const url = proc.ready.admin;
+  if (!url) throw new Error(`no admin URL in ${JSON.stringify(proc.ready)}`);
   return url;
 }
 
@@ -79,8 +81,8 @@ function profileArgs(): string[] {
 }
 
 /**
- * Run `sluice <args>` in the background and wait for its ready line
- * (`sluice <what> ready: <url> ...`). Rejects, with everything the process printed, if it
+ * Run `sluice <args>` in the background and wait for its ready line (JSON, see
+ * util/ready-line.ts). Rejects, with everything the process printed, if it
  * exits or stays silent past the timeout (and then kills it).
  */
 export async function spawnSluice(
@@ -117,7 +119,7 @@ export async function spawnSluice(
   const command = `sluice ${args.join(' ')}`;
   const timeoutMs = opts.readyTimeoutMs ?? 15_000;
 
-  const readyLine = await new Promise<string>((resolve, reject) => {
+  const ready = await new Promise<ReadyInfo>((resolve, reject) => {
     let pending = '';
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
@@ -130,9 +132,10 @@ export async function spawnSluice(
       while ((nl = pending.indexOf('\n')) !== -1) {
         const line = pending.slice(0, nl).trimEnd();
         pending = pending.slice(nl + 1);
-        if (READY.test(line)) {
+        const info = parseReadyLine(line);
+        if (info) {
           clearTimeout(timer);
-          resolve(line);
+          resolve(info);
         }
       }
     });
@@ -149,13 +152,13 @@ export async function spawnSluice(
     });
   });
 
-  const url = READY.exec(readyLine)![1]!;
+  const { url } = ready;
   let stopping: Promise<number | null> | undefined;
   return {
     pid: child.pid!,
     url,
     port: Number(new URL(url).port),
-    readyLine,
+    ready,
     output: () => output,
     exited: ended,
     stop: (signal = 'SIGTERM') =>
@@ -255,5 +258,5 @@ export async function startGateway(
 ): Promise<RunningGateway> {
   writeFileSync(configFile, JSON.stringify(config, null, 2));
   const proc = await spawnSluice(['gateway', '--config', configFile], opts);
-  return { proc, url: proc.url, adminUrl: adminUrlOf(proc.readyLine), configFile };
+  return { proc, url: proc.url, adminUrl: adminUrlOf(proc), configFile };
 }

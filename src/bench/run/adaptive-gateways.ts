@@ -115,7 +115,7 @@ async function metricValue(url: string, name: string, labels?: string): Promise<
 
 /** The feed's /metrics, from its ready line. */
 export function feedMetricsUrl(feed: SluiceProcess): string {
-  return `${/^sluice feed ready: (\S+)/.exec(feed.readyLine)![1]}/metrics`;
+  return `${feed.url}/metrics`;
 }
 
 /** Entries into and exits from emergency, as the feed counted them. */

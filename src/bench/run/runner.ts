@@ -50,12 +50,6 @@ function roundAll<T extends object>(values: T): T {
   ) as T;
 }
 
-/** The worker pids a multi-worker gateway's ready line names (`workers=1,2`); none else. */
-function workerPidsOf(readyLine: string | undefined): number[] {
-  const list = readyLine && /workers=([\d,]+)/.exec(readyLine)?.[1];
-  return list ? list.split(',').map(Number) : [];
-}
-
 /** Nostr rejections other than rate-limited, in the shape HTTP statuses take. */
 function otherStatuses(otherRejected: number): Record<string, number> {
   return otherRejected ? { 'OK false': otherRejected } : {};
@@ -222,10 +216,11 @@ async function startFrontEnd(
       '--max-body-bytes',
       String(maxBodyBytes),
     ]);
-    const settingsLine = /settings=(\{.*\})\s*$/.exec(proc.readyLine)?.[1];
-    const settings = settingsLine
-      ? (JSON.parse(settingsLine) as Record<string, unknown>)
-      : { client: 'ioredis', mode: cfg.mode, ...BENCH_VALKEY_TIMEOUTS };
+    const settings = proc.ready.settings ?? {
+      client: 'ioredis',
+      mode: cfg.mode,
+      ...BENCH_VALKEY_TIMEOUTS,
+    };
     return { proc, role: 'peer', settings };
   }
   const { proc, adminUrl } = await startGateway(
@@ -365,7 +360,7 @@ export async function runOnce(
     const watched: WatchedProcess[] = [
       ...(front ? [{ role: front.role, name: front.role, pid: front.proc.pid }] : []),
       // A multi-worker gateway: the workers do the proxying, the primary (above) the admin.
-      ...workerPidsOf(front?.proc.readyLine).map((pid) => ({
+      ...(front?.proc.ready.workers ?? []).map((pid) => ({
         role: 'gateway' as const,
         name: `gateway worker ${pid}`,
         pid,

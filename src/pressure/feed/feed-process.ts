@@ -10,6 +10,7 @@ import type { LawParams } from '../laws/law-params.js';
 import { cgroupSampler, processSampler, prometheusSampler } from './samplers.js';
 import type { Sampler } from './samplers.js';
 import { DEFAULT_FAST_TICK_MS } from './tick-pace.js';
+import { readyLine } from '../../util/ready-line.js';
 
 export interface FeedProcessOptions {
   nodeId: string;
@@ -151,6 +152,8 @@ export async function runFeed(o: FeedProcessOptions): Promise<() => Promise<void
     await store.close();
   };
   // Last: whoever reads this line may signal at once (the caller handles signals first).
-  console.log(`sluice feed ready: http://${o.host}:${port} node=${o.nodeId} law=${o.law}`);
+  console.log(
+    readyLine({ ready: 'feed', url: `http://${o.host}:${port}`, node: o.nodeId, law: o.law }),
+  );
   return close;
 }
