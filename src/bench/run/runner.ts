@@ -14,8 +14,6 @@ import type { RunConfig } from './config.js';
 import { fetchLeaseAccounting } from './lease-accounting.js';
 import { eventPool, preload } from './event-pool.js';
 import { BENCH_ADMIN_TOKEN, BENCH_VALKEY_TIMEOUTS, benchGatewayConfig } from './gateway-config.js';
-import { runHttpLoad } from './http-load.js';
-import { runArrivalLoad } from './arrival-load.js';
 import type { ArrivalLoadResult } from './arrival-load.js';
 import type { LoadResult } from './http-load.js';
 import { apiKeyOf, clientAddress, keySampler } from './keys.js';
@@ -24,12 +22,12 @@ import type { WatchedProcess } from './proc-sampler.js';
 import { progressBar } from './progress.js';
 import { commandCalls, commandDelta, discoverNodes, watchedValkey } from './valkey-stats.js';
 import type { ValkeyNode } from './valkey-stats.js';
-import { GRACE_MS, runNostrLoad } from '../ws-load.js';
 import { environment } from './environment.js';
 import { RESULT_SCHEMA, ratesOf } from './result-schema.js';
 import type { RunFile } from './result-schema.js';
-import { signFreshEvents } from './fresh-events.js';
-import type { FreshEvents } from './fresh-events.js';
+import { FreshBudget } from './fresh-budget.js';
+import { loadFor } from './load.js';
+import type { Load } from './load.js';
 import { startNostrRsRelay } from './third-party-relay.js';
 
 const POOL_SIZE = 500;
@@ -43,17 +41,6 @@ export interface RunTargets {
 
 /** One run's file, as its schema (result-schema.ts) defines it. */
 export type RunResult = RunFile;
-
-function roundAll<T extends object>(values: T): T {
-  return Object.fromEntries(
-    Object.entries(values).map(([k, v]) => [k, Number((v as number).toFixed(3))]),
-  ) as T;
-}
-
-/** Nostr rejections other than rate-limited, in the shape HTTP statuses take. */
-function otherStatuses(otherRejected: number): Record<string, number> {
-  return otherRejected ? { 'OK false': otherRejected } : {};
-}
 
 /** One write from each flooder, so all of them start the run over their limit. */
 async function exhaustFlooders(url: string, cfg: RunConfig, body: string): Promise<void> {
@@ -128,39 +115,6 @@ export function failureReasons(cfg: RunConfig, load: LoadResult): string[] {
     );
   }
   return reasons;
-}
-
-/** Why a fresh-event Nostr run cannot be used: events ran out, or some were not new. */
-export function freshFailures(
-  cfg: RunConfig,
-  fresh: FreshEvents,
-  exhausted: boolean,
-  duplicates: number,
-  windowRate?: number,
-): string[] {
-  const reasons: string[] = [];
-  if (exhausted) {
-    reasons.push(
-      `ran out of pre-signed events: all ${fresh.ids.length} were sent before the window ended ` +
-        `(signed for ${windowRate ?? cfg.freshEvents?.maxPerSec}/s: ${WINDOW_HEADROOM} x the ` +
-        `warm-up's rate, at most --fresh-events-per-sec ${cfg.freshEvents?.maxPerSec})`,
-    );
-  }
-  if (duplicates > 0) reasons.push(`${duplicates} OKs said duplicate: events were not new`);
-  return reasons;
-}
-
-/**
- * The window's fresh events are signed for this many times the warm-up's rate (at most
- * --fresh-events-per-sec, at least MIN_WINDOW_RATE): a window is not 3x faster than the
- * warm-up before it, and signing at the upper rate for long windows costs minutes.
- */
-export const WINDOW_HEADROOM = 3;
-export const MIN_WINDOW_RATE = 1000;
-
-/** Events to sign for `seconds` of load at `perSec` (plus the grace period and one each). */
-export function freshEventCount(perSec: number, seconds: number, connections: number): number {
-  return Math.ceil(perSec * (seconds + GRACE_MS / 1000)) + connections;
 }
 
 async function relayStats(url: string) {
@@ -291,6 +245,33 @@ export async function resultBase(cfg: RunConfig, targets: RunTargets) {
   };
 }
 
+/** A process the run started, stopped when it ends (in reverse order), whatever happens. */
+interface Stoppable {
+  stop(): Promise<unknown>;
+}
+
+/** What runs during the measurement: the relay, the system under test, what is watched. */
+interface SystemUnderTest {
+  relay: RunningRelay;
+  front: Awaited<ReturnType<typeof startFrontEnd>> | undefined;
+  /** Valkey's nodes, counted and watched (none for relay-alone: no Valkey in the path). */
+  nodes: ValkeyNode[];
+  watched: WatchedProcess[];
+  /** Where the load is sent: the front end's URL, else the relay's. */
+  targetUrl: string;
+}
+
+interface Measured {
+  result: LoadResult;
+  processes: ReturnType<ProcessSampler['stop']>;
+  valkey: RunResult['valkey'];
+  leases: RunResult['leases'];
+}
+
+/**
+ * One run, in named phases: prepare (events to send), start processes, warm up, measure,
+ * collect (the result file); what was started is stopped in every case.
+ */
 export async function runOnce(
   cfg: RunConfig,
   targets: RunTargets,
@@ -299,217 +280,169 @@ export async function runOnce(
   const t0 = performance.now();
   const phase = (what: string) =>
     log(`  [${((performance.now() - t0) / 1000).toFixed(1)}s] ${what}`);
-  const started: { stop(): Promise<unknown> }[] = [];
+  const started: Stoppable[] = [];
   const workDir = mkdtempSync(path.join(os.tmpdir(), 'sluice-bench-run-'));
   const base = { ...(await resultBase(cfg, targets)), timeseries: null, adaptive: null };
   let clientSettings: Record<string, unknown> | null = null;
   try {
     const pool = cfg.freshEvents ? [] : eventPool(POOL_SIZE, cfg.seed);
-    const maxBodyBytes = 64 * 1024;
-    const relay = await relayForRun(cfg, targets, workDir, started, log);
-    if (!cfg.freshEvents) await preload(relay.url, pool);
-    phase(`relay ready (${relay.nodeId})${cfg.freshEvents ? '' : ', pool loaded'}`);
-
-    let fresh: FreshEvents | undefined;
-    let signSeconds = 0;
-    /** Signed before the load that uses them starts; never re-sent (see fresh-events.ts). */
-    const signFresh = async (count: number, what: string) => {
-      const t = performance.now();
-      const more = await signFreshEvents({
-        count,
-        authors: cfg.freshEvents!.authors,
-        seed: cfg.seed,
-        label: `${cfg.implementation}:${cfg.mode} ${cfg.workload} ${cfg.relayImpl ?? 'reference'} ${cfg.connections}c ${cfg.durationSec}s run ${cfg.run} ${what}`,
-      });
-      const seconds = (performance.now() - t) / 1000;
-      signSeconds += seconds;
-      fresh = fresh
-        ? {
-            ids: fresh.ids.concat(more.ids),
-            events: fresh.events.concat(more.events),
-            next: fresh.next,
-          }
-        : more;
-      phase(
-        `${count} fresh events for the ${what} signed by ${cfg.freshEvents!.authors} keys in ${seconds.toFixed(1)} s`,
-      );
-    };
-    let windowRate: number | undefined;
-    if (cfg.freshEvents) {
-      const maxPerSec = cfg.freshEvents.maxPerSec;
-      await signFresh(
-        cfg.warmupSec > 0
-          ? freshEventCount(maxPerSec, cfg.warmupSec, cfg.connections)
-          : freshEventCount(maxPerSec, cfg.durationSec, cfg.connections),
-        cfg.warmupSec > 0 ? 'warm-up' : 'window',
-      );
-      if (cfg.warmupSec === 0) windowRate = maxPerSec;
-    }
-
-    const front =
-      cfg.implementation === 'relay-alone'
-        ? undefined
-        : await startFrontEnd(cfg, targets.valkey, relay.url, workDir, maxBodyBytes);
-    if (front) {
-      started.push(front.proc);
-      clientSettings = front.settings;
-      phase(`${front.role} ready`);
-    }
-    // relay-alone: no Valkey in the path, none watched or counted.
-    const nodes: ValkeyNode[] = front ? await discoverNodes(targets.valkey) : [];
-    const watched: WatchedProcess[] = [
-      ...(front ? [{ role: front.role, name: front.role, pid: front.proc.pid }] : []),
-      // A multi-worker gateway: the workers do the proxying, the primary (above) the admin.
-      ...(front?.proc.ready.workers ?? []).map((pid) => ({
-        role: 'gateway' as const,
-        name: `gateway worker ${pid}`,
-        pid,
-      })),
-      { role: 'relay', name: relay.nodeId, pid: relay.pid },
-      ...watchedValkey(nodes),
-    ];
-    const targetUrl = front ? front.proc.url : relay.url;
-
-    const pick = keySampler({
-      keys: cfg.keys,
-      distribution: cfg.distribution,
-      zipfExponent: cfg.zipfExponent ?? 1,
-      seed: cfg.seed + cfg.run,
+    const budget = cfg.freshEvents
+      ? new FreshBudget({ ...cfg, freshEvents: cfg.freshEvents }, phase)
+      : undefined;
+    await budget?.prepare();
+    const system = await startProcesses(cfg, targets, workDir, pool, started, log, phase);
+    clientSettings = system.front?.settings ?? null;
+    const load = loadFor(cfg, {
+      url: system.targetUrl,
+      pool,
+      fresh: () => budget?.events,
+      headersFor: clientHeaders(cfg),
     });
-    const headersFor = (): Record<string, string> => {
-      const i = pick();
-      return cfg.workload === 'flood'
-        ? { 'x-api-key': apiKeyOf(i), 'x-forwarded-for': clientAddress(i) }
-        : { 'x-forwarded-for': clientAddress(i) };
-    };
-    let exhausted = false;
-    let duplicates = 0;
-    const load = (seconds: number, onTick?: (s: number) => void): Promise<LoadResult> =>
-      cfg.transport === 'websocket'
-        ? runNostrLoad({
-            url: targetUrl.replace(/^http/, 'ws'),
-            connections: cfg.connections,
-            durationSec: seconds,
-            events: pool,
-            ...(fresh ? { fresh } : {}),
-            headersFor: () => headersFor(),
-            onProgress: onTick,
-          })
-            .then((r) => {
-              exhausted ||= r.exhausted;
-              duplicates += r.counts.duplicates;
-              return r;
-            })
-            .then((r) => ({
-              wallSeconds: r.wallSeconds,
-              counts: {
-                requests: r.counts.requests,
-                ok2xx: r.counts.ok,
-                limited429: r.counts.limited,
-                otherNon2xx: r.counts.otherRejected,
-                errors: r.counts.errors + r.counts.timeouts,
-                timeouts: r.counts.timeouts,
-                otherStatuses: otherStatuses(r.counts.otherRejected),
-              },
-              latencyMs: r.latencyMs && roundAll(r.latencyMs),
-            }))
-        : cfg.rate
-          ? runArrivalLoad({
-              url: targetUrl,
-              rate: cfg.rate,
-              connections: cfg.connections,
-              durationSec: seconds,
-              bodies: pool,
-              headersFor,
-              onTick,
-            })
-          : runHttpLoad({
-              url: targetUrl,
-              connections: cfg.connections,
-              durationSec: seconds,
-              bodies: pool,
-              headersFor,
-              onTick,
-            });
-
-    if (cfg.workload === 'flood') {
-      await exhaustFlooders(targetUrl, cfg, pool[0]!);
-      phase('flooders over their limit');
-    }
-    const label = `${cfg.implementation}:${cfg.mode} ${cfg.workload} ${cfg.connections}c run ${cfg.run}/${cfg.runs}`;
-    if (cfg.warmupSec > 0) {
-      const bar = progressBar(`${label} warm-up`, cfg.warmupSec);
-      const warm = await load(cfg.warmupSec, (s) => bar.update(s));
-      bar.done();
-      if (cfg.freshEvents) {
-        // The window's events, for WINDOW_HEADROOM x the warm-up's rate (a window that sends
-        // more fails: it never re-sends an id).
-        const measured = warm.counts.requests / warm.wallSeconds;
-        windowRate = Math.min(
-          cfg.freshEvents.maxPerSec,
-          Math.max(MIN_WINDOW_RATE, Math.ceil(WINDOW_HEADROOM * measured)),
-        );
-        const left = fresh!.ids.length - fresh!.next;
-        const need = freshEventCount(windowRate, cfg.durationSec, cfg.connections);
-        if (need > left) await signFresh(need - left, 'window');
-      }
-    }
+    await warmUp(cfg, system, load, budget, pool);
     phase('measuring');
-    const before = front ? await commandCalls(nodes) : undefined;
-    const sampler = new ProcessSampler(watched);
-    sampler.start();
-    const bar = progressBar(label, cfg.durationSec);
-    const result = await load(cfg.durationSec, (s) => bar.update(s));
-    bar.done();
-    const processes = sampler.stop();
-    const after = before ? await commandCalls(nodes) : undefined;
-    // Leases: the gateway's accounting of its points, warm-up included (counters since start).
-    const leaseBook =
-      leases(cfg.implementation) && front?.adminUrl
-        ? await fetchLeaseAccounting(front.adminUrl)
-        : null;
+    const measured = await measure(cfg, system, load);
     phase('measured');
-    const arrival = 'load' in result ? (result as ArrivalLoadResult).load : null;
-    const reasons = [
-      ...failureReasons(cfg, result),
-      ...(arrival?.unsent
-        ? [
-            `${arrival.unsent} requests due at ${arrival.offeredRate}/s were never sent: every connection stayed busy (the offered rate is past what the system answers)`,
-          ]
-        : []),
-      ...(fresh ? freshFailures(cfg, fresh, exhausted, duplicates, windowRate) : []),
-    ];
-    return {
-      ...base,
-      status: reasons.length ? 'failed' : 'ok',
-      failureReasons: reasons,
-      clientSettings,
-      finishedAt: new Date().toISOString(),
-      wallSeconds: result.wallSeconds,
-      counts: result.counts,
-      rates: ratesOf(result.counts, result.wallSeconds),
-      latencyMs: result.latencyMs,
-      // closed: each connection waits for its answer (latency from send); arrival: a fixed
-      // offered rate, latency from each request's intended send time.
-      load: arrival ?? { mode: 'closed' },
-      processes: withCpuPerRequest(processes, result.counts.requests),
-      valkey: before && after ? commandDelta(before, after, result.counts.requests) : null,
-      leases: leaseBook,
-      events: fresh
-        ? {
-            source: 'fresh',
-            signed: fresh.ids.length,
-            signSeconds,
-            sent: fresh.next,
-            duplicates,
-            windowRatePerSec: windowRate ?? null,
-          }
-        : null,
-    };
+    return collect(cfg, base, clientSettings, measured, load, budget);
   } catch (err) {
     return failedRun(base, err, clientSettings, log);
   } finally {
     await Promise.allSettled(started.reverse().map((p) => p.stop()));
     rmSync(workDir, { recursive: true, force: true });
   }
+}
+
+/** Start the relay (its pool preloaded) and the front end; name every process to watch. */
+async function startProcesses(
+  cfg: RunConfig,
+  targets: RunTargets,
+  workDir: string,
+  pool: string[],
+  started: Stoppable[],
+  log: (line: string) => void,
+  phase: (what: string) => void,
+): Promise<SystemUnderTest> {
+  const maxBodyBytes = 64 * 1024;
+  const relay = await relayForRun(cfg, targets, workDir, started, log);
+  if (pool.length > 0) await preload(relay.url, pool);
+  phase(`relay ready (${relay.nodeId})${pool.length > 0 ? ', pool loaded' : ''}`);
+  const front =
+    cfg.implementation === 'relay-alone'
+      ? undefined
+      : await startFrontEnd(cfg, targets.valkey, relay.url, workDir, maxBodyBytes);
+  if (front) {
+    started.push(front.proc);
+    phase(`${front.role} ready`);
+  }
+  const nodes: ValkeyNode[] = front ? await discoverNodes(targets.valkey) : [];
+  const watched: WatchedProcess[] = [
+    ...(front ? [{ role: front.role, name: front.role, pid: front.proc.pid }] : []),
+    // A multi-worker gateway: the workers do the proxying, the primary (above) the admin.
+    ...(front?.proc.ready.workers ?? []).map((pid) => ({
+      role: 'gateway' as const,
+      name: `gateway worker ${pid}`,
+      pid,
+    })),
+    { role: 'relay', name: relay.nodeId, pid: relay.pid },
+    ...watchedValkey(nodes),
+  ];
+  return { relay, front, nodes, watched, targetUrl: front ? front.proc.url : relay.url };
+}
+
+/** Who sends each request or connection: a key of the run's distribution. */
+function clientHeaders(cfg: RunConfig): () => Record<string, string> {
+  const pick = keySampler({
+    keys: cfg.keys,
+    distribution: cfg.distribution,
+    zipfExponent: cfg.zipfExponent ?? 1,
+    seed: cfg.seed + cfg.run,
+  });
+  return (): Record<string, string> => {
+    const i = pick();
+    return cfg.workload === 'flood'
+      ? { 'x-api-key': apiKeyOf(i), 'x-forwarded-for': clientAddress(i) }
+      : { 'x-forwarded-for': clientAddress(i) };
+  };
+}
+
+function runLabel(cfg: RunConfig): string {
+  return `${cfg.implementation}:${cfg.mode} ${cfg.workload} ${cfg.connections}c run ${cfg.run}/${cfg.runs}`;
+}
+
+/** Flooders over their limit first (flood), then the warm-up, then the window's events. */
+async function warmUp(
+  cfg: RunConfig,
+  system: SystemUnderTest,
+  load: Load,
+  budget: FreshBudget | undefined,
+  pool: string[],
+): Promise<void> {
+  if (cfg.workload === 'flood') await exhaustFlooders(system.targetUrl, cfg, pool[0]!);
+  if (cfg.warmupSec === 0) return;
+  const bar = progressBar(`${runLabel(cfg)} warm-up`, cfg.warmupSec);
+  const warm = await load.run(cfg.warmupSec, (s) => bar.update(s));
+  bar.done();
+  await budget?.afterWarmup(warm);
+}
+
+/** The window: the load, every watched process sampled, Valkey's commands counted. */
+async function measure(cfg: RunConfig, system: SystemUnderTest, load: Load): Promise<Measured> {
+  const { front, nodes } = system;
+  const before = front ? await commandCalls(nodes) : undefined;
+  const sampler = new ProcessSampler(system.watched);
+  sampler.start();
+  const bar = progressBar(runLabel(cfg), cfg.durationSec);
+  const result = await load.run(cfg.durationSec, (s) => bar.update(s));
+  bar.done();
+  const processes = sampler.stop();
+  const after = before ? await commandCalls(nodes) : undefined;
+  return {
+    result,
+    processes,
+    valkey: before && after ? commandDelta(before, after, result.counts.requests) : null,
+    // Leases: the gateway's accounting of its points, warm-up included (counters since start).
+    leases:
+      leases(cfg.implementation) && front?.adminUrl
+        ? await fetchLeaseAccounting(front.adminUrl)
+        : null,
+  };
+}
+
+/** The run's file from what was measured, with every reason it cannot be used. */
+function collect(
+  cfg: RunConfig,
+  base: RunBase,
+  clientSettings: Record<string, unknown> | null,
+  measured: Measured,
+  load: Load,
+  budget: FreshBudget | undefined,
+): RunResult {
+  const { result } = measured;
+  const arrival = 'load' in result ? (result as ArrivalLoadResult).load : null;
+  const reasons = [
+    ...failureReasons(cfg, result),
+    ...(arrival?.unsent
+      ? [
+          `${arrival.unsent} requests due at ${arrival.offeredRate}/s were never sent: every connection stayed busy (the offered rate is past what the system answers)`,
+        ]
+      : []),
+    ...(budget?.failures(load.exhausted, load.duplicates) ?? []),
+  ];
+  return {
+    ...base,
+    status: reasons.length ? 'failed' : 'ok',
+    failureReasons: reasons,
+    clientSettings,
+    finishedAt: new Date().toISOString(),
+    wallSeconds: result.wallSeconds,
+    counts: result.counts,
+    rates: ratesOf(result.counts, result.wallSeconds),
+    latencyMs: result.latencyMs,
+    // closed: each connection waits for its answer (latency from send); arrival: a fixed
+    // offered rate, latency from each request's intended send time.
+    load: arrival ?? { mode: 'closed' },
+    processes: withCpuPerRequest(measured.processes, result.counts.requests),
+    valkey: measured.valkey,
+    leases: measured.leases,
+    events: budget?.summary(load.duplicates) ?? null,
+  };
 }

@@ -1,0 +1,100 @@
+/**
+ * The load of a run, whatever drives it: closed-loop HTTP, HTTP at a fixed arrival rate, or
+ * Nostr EVENTs over WebSockets. Each gives the same LoadResult; the Nostr load also keeps what
+ * only it can see (fresh events running out, OKs that said duplicate).
+ */
+import type { RunConfig } from './config.js';
+import { runArrivalLoad } from './arrival-load.js';
+import { runHttpLoad } from './http-load.js';
+import type { LoadResult } from './http-load.js';
+import type { FreshEvents } from './fresh-events.js';
+import { runNostrLoad } from '../ws-load.js';
+
+export interface Load {
+  /** Send for `seconds`, reporting the elapsed seconds now and then. */
+  run(seconds: number, onTick?: (elapsedSec: number) => void): Promise<LoadResult>;
+  /** Over every run so far: pre-signed events ran out (Nostr with fresh events). */
+  readonly exhausted: boolean;
+  /** Over every run so far: OKs that said duplicate (Nostr). */
+  readonly duplicates: number;
+}
+
+export interface LoadTarget {
+  /** The gateway's, the peer's or the relay's http:// URL. */
+  url: string;
+  /** Request bodies (HTTP) or EVENT frames (Nostr) sent in turn. */
+  pool: string[];
+  /** The fresh events, signed ahead, when the run uses them (read at each run). */
+  fresh: () => FreshEvents | undefined;
+  /** Headers naming the client of the next request or connection. */
+  headersFor: () => Record<string, string>;
+}
+
+function roundAll<T extends object>(values: T): T {
+  return Object.fromEntries(
+    Object.entries(values).map(([k, v]) => [k, Number((v as number).toFixed(3))]),
+  ) as T;
+}
+
+class NostrLoad implements Load {
+  exhausted = false;
+  duplicates = 0;
+
+  constructor(
+    private readonly cfg: RunConfig,
+    private readonly target: LoadTarget,
+  ) {}
+
+  async run(seconds: number, onTick?: (elapsedSec: number) => void): Promise<LoadResult> {
+    const fresh = this.target.fresh();
+    const r = await runNostrLoad({
+      url: this.target.url.replace(/^http/, 'ws'),
+      connections: this.cfg.connections,
+      durationSec: seconds,
+      events: this.target.pool,
+      ...(fresh ? { fresh } : {}),
+      headersFor: this.target.headersFor,
+      onProgress: onTick,
+    });
+    this.exhausted ||= r.exhausted;
+    this.duplicates += r.counts.duplicates;
+    const { counts } = r;
+    return {
+      wallSeconds: r.wallSeconds,
+      counts: {
+        requests: counts.requests,
+        ok2xx: counts.ok,
+        limited429: counts.limited,
+        otherNon2xx: counts.otherRejected,
+        errors: counts.errors + counts.timeouts,
+        timeouts: counts.timeouts,
+        // Nostr rejections other than rate-limited, in the shape HTTP statuses take.
+        otherStatuses: counts.otherRejected ? { 'OK false': counts.otherRejected } : {},
+      },
+      latencyMs: r.latencyMs && roundAll(r.latencyMs),
+    };
+  }
+}
+
+class HttpLoad implements Load {
+  readonly exhausted = false;
+  readonly duplicates = 0;
+
+  constructor(
+    private readonly cfg: RunConfig,
+    private readonly target: LoadTarget,
+  ) {}
+
+  run(seconds: number, onTick?: (elapsedSec: number) => void): Promise<LoadResult> {
+    const { url, pool: bodies, headersFor } = this.target;
+    const common = { url, connections: this.cfg.connections, durationSec: seconds, bodies };
+    return this.cfg.rate
+      ? runArrivalLoad({ ...common, rate: this.cfg.rate, headersFor, onTick })
+      : runHttpLoad({ ...common, headersFor, onTick });
+  }
+}
+
+/** The load a run's configuration asks for. */
+export function loadFor(cfg: RunConfig, target: LoadTarget): Load {
+  return cfg.transport === 'websocket' ? new NostrLoad(cfg, target) : new HttpLoad(cfg, target);
+}
