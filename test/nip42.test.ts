@@ -43,7 +43,7 @@ describe('NIP-42 AUTH events (pure)', { timeout: 10_000 }, () => {
     assert.equal(sameRelayUrl('not a url', 'wss://relay.example.test'), false);
   });
 
-  it('requires nostr.publicUrl for the auth identity and for auth-required writes', () => {
+  it('requires nostr.publicUrl for the auth identity, auth-required writes and its own challenge', () => {
     const base = {
       admin: { token: '0123456789abcdef-auth' },
       upstreams: [{ id: 'relay-a', url: 'http://127.0.0.1:7001' }],
@@ -51,6 +51,7 @@ describe('NIP-42 AUTH events (pure)', { timeout: 10_000 }, () => {
     for (const extra of [
       { identity: { order: ['auth', 'ip'] } },
       { nostr: { authRequiredForWrites: true } },
+      { nostr: { auth: { challenge: 'gateway' } } },
     ]) {
       const res = GatewayConfigSchema.safeParse({ ...base, ...extra });
       assert.equal(res.success, false);

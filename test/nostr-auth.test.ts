@@ -153,3 +153,70 @@ describe('auth-required writes', { timeout: 90_000 }, () => {
     assert.equal(await writesConsumed(suite.gw(), `auth:${getPublicKey(sk)}`), 1);
   });
 });
+
+describe("the gateway's own challenge, before a relay without NIP-42", { timeout: 90_000 }, () => {
+  // The reference relay without --public-url sends no challenge and answers AUTH with NOTICE.
+  const suite = nostrSuite({
+    client: 'iovalkey',
+    mode: 'standalone',
+    limit: 100,
+    settings: {
+      identity: { order: ['auth', 'ip'] },
+      nostr: { publicUrl: PUBLIC_URL, auth: { challenge: 'gateway' }, authRequiredForWrites: true },
+    },
+  });
+
+  /** A REQ answered EOSE: the relay answered everything the client sent before it. */
+  async function relayCaughtUp(client: NostrClient, subId: string): Promise<void> {
+    client.send(['REQ', subId, { ids: ['0'.repeat(64)] }]);
+    await client.until((m) => m.some((x) => x[0] === 'EOSE' && x[1] === subId));
+  }
+
+  it('the client AUTHs with the gateway; the key is charged; the relay never sees AUTH', async () => {
+    const client = await suite.connect('127.0.16.7');
+    const challenge = await challengeOf(client);
+    assert.match(challenge, /^[0-9a-f]{32}$/);
+    const early = signedEvent(1, 'before AUTH');
+    assert.match(String((await client.okFor(early.id, ['EVENT', early]))[3]), /^auth-required: /);
+
+    const sk = generateSecretKey();
+    const ok = await authenticate(client, sk);
+    assert.deepEqual(ok.slice(2), [true, ''], "the gateway's OK");
+    const write = signedEvent(1, 'after AUTH');
+    assert.equal((await client.okFor(write.id, ['EVENT', write]))[2], true);
+    assert.equal(await relayHas(suite.relay().url, write.id), true);
+    assert.equal(await writesConsumed(suite.gw(), `auth:${getPublicKey(sk)}`), 1);
+    assert.equal(await writesConsumed(suite.gw(), 'ip:127.0.16.7'), 1, 'the address paid too');
+    // The relay answers in order: had the AUTH reached it, its NOTICE would precede this EOSE.
+    await relayCaughtUp(client, 'after-auth');
+    assert.deepEqual(
+      client.received.filter((m) => m[0] === 'NOTICE' || m[0] === 'AUTH').map((m) => m[0]),
+      ['AUTH'],
+      `one challenge and no NOTICE: ${JSON.stringify(client.received)}`,
+    );
+  });
+
+  it("refuses an AUTH event over another connection's challenge", async () => {
+    const first = await suite.connect('127.0.16.8');
+    const second = await suite.connect('127.0.16.9');
+    const sk = generateSecretKey();
+    const replayed = authEvent(await challengeOf(first), sk);
+    assert.notEqual(await challengeOf(second), await challengeOf(first));
+    const refused = await second.okFor(replayed.id, ['AUTH', replayed]);
+    assert.equal(refused[2], false);
+    assert.match(String(refused[3]), /^invalid: the challenge tag/);
+    const write = signedEvent(1, 'still unauthenticated');
+    assert.match(String((await second.okFor(write.id, ['EVENT', write]))[3]), /^auth-required: /);
+  });
+
+  it('the relay itself answers AUTH with a NOTICE (what the gateway spares the client)', async () => {
+    const direct = await NostrClient.connect(suite.relay().url);
+    try {
+      direct.send(['AUTH', authEvent('any', generateSecretKey())]);
+      await direct.until((m) => m.some((x) => x[0] === 'NOTICE'));
+      assert.equal(direct.received.filter((m) => m[0] === 'AUTH').length, 0, 'no challenge');
+    } finally {
+      direct.close();
+    }
+  });
+});

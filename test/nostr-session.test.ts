@@ -18,6 +18,12 @@
  *   exceed its limit by at most the events in flight. [the author's in-memory block skipped]
  * - subscriptions the relay holds never exceed the cap. [no CLOSE upstream on a CLOSED]
  * - a claimed id was accepted by the relay. [the claim made when forwarding]
+ * - a bound pubkey signed this connection's challenge. [the relay's challenge followed under
+ *   nostr.auth.challenge gateway]
+ * - under the gateway's own challenge: the client gets that challenge and never the relay's,
+ *   each AUTH is answered by the gateway, and none reaches the relay. [AUTH forwarded; the
+ *   relay's challenge passed on]
+ * - with authRequiredForWrites, no EVENT is forwarded before a pubkey is bound.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -26,6 +32,7 @@ import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure
 import type { Event } from 'nostr-tools/pure';
 import type { ConnectionFacts } from '../src/gateway/admission.js';
 import { verifySignature } from '../src/nostr/frames.js';
+import { NostrSession } from '../src/nostr/session.js';
 import type { QuotaDecision, QuotaRequest } from '../src/quota/decider.js';
 import type { QuotaDecider } from '../src/quota/decider.js';
 import { admissionUnderTest } from './helpers/fake-admission-context.js';
@@ -34,7 +41,10 @@ import type { AdmissionUnderTest } from './helpers/fake-admission-context.js';
 const LIMIT = 6;
 const CAP = 2;
 const PUBLIC_URL = 'wss://relay.example.test';
+/** The connection's challenge: the relay's, or under nostr.auth.challenge gateway the gateway's. */
 const CHALLENGE = 'challenge-0';
+/** A NIP-42 relay's own challenge in front of a gateway that issues its own. */
+const RELAY_CHALLENGE = 'relay-challenge-0';
 const IP = '203.0.113.9';
 /** Events signed per key: twice an author's limit. */
 const PER_KEY = 2 * LIMIT;
@@ -98,20 +108,24 @@ const genuine: Event[] = keys.flatMap((sk, k) =>
     finalizeEvent({ kind: 1, created_at: now + n, tags: [], content: `${k}/${n}` }, sk),
   ),
 );
-const authEvents = keys.map((sk) =>
+const authEventFor = (sk: Uint8Array, challenge: string) =>
   finalizeEvent(
     {
       kind: 22242,
       created_at: now,
       tags: [
         ['relay', PUBLIC_URL],
-        ['challenge', CHALLENGE],
+        ['challenge', challenge],
       ],
       content: '',
     },
     sk,
-  ),
-);
+  );
+/** One per key over the connection's challenge, and key 0's over the relay's (never binds). */
+const authEvents = [
+  ...keys.map((sk) => authEventFor(sk, CHALLENGE)),
+  authEventFor(keys[0]!, RELAY_CHALLENGE),
+];
 /** Which (id, pubkey) pairs were really signed. */
 const signedPairs = new Set([...genuine, ...authEvents].map((e) => `${e.id}:${e.pubkey}`));
 
@@ -139,9 +153,15 @@ interface Config {
   order: ('auth' | 'pubkey' | 'ip')[];
   verify: 'auto' | 'relay';
   auth: boolean;
+  /** nostr.auth.challenge: whose challenge the client answers. */
+  challenge: 'relay' | 'gateway';
+  authRequiredForWrites: boolean;
   /** The relay answers a REQ of an open id CLOSED and keeps the old subscription. */
   relayKeepsOnReReq: boolean;
-  /** The relay never answers AUTH (nostr-rs-relay 0.8). */
+  /**
+   * The relay never answers AUTH (nostr-rs-relay 0.8); under the gateway's challenge, whether
+   * the relay speaks NIP-42 at all (sends its own challenge).
+   */
   relayAnswersAuth: boolean;
   /** The relay answers an id it holds OK true before checking the frame's signature. */
   relayTrustsKnownIds: boolean;
@@ -157,16 +177,22 @@ class ModelRelay {
   /** Messages on their way to the gateway, in order. */
   readonly outbox: unknown[][] = [];
   maxHeld = 0;
+  /** AUTH frames that reached the relay. */
+  authReceived = 0;
 
   constructor(private readonly config: Config) {
-    if (config.auth) this.outbox.push(['AUTH', CHALLENGE]);
+    if (config.challenge === 'gateway') {
+      if (config.relayAnswersAuth) this.outbox.push(['AUTH', RELAY_CHALLENGE]);
+    } else if (config.auth) this.outbox.push(['AUTH', CHALLENGE]);
   }
 
   receive(msg: unknown[]): void {
     const [verb, a] = msg as [string, unknown];
     if (verb === 'EVENT') this.pendingEvents.push(a as Event);
-    else if (verb === 'AUTH') this.pendingAuth.push(a as Event);
-    else if (verb === 'REQ') {
+    else if (verb === 'AUTH') {
+      this.authReceived++;
+      this.pendingAuth.push(a as Event);
+    } else if (verb === 'REQ') {
       const subId = a as string;
       if (this.held.has(subId) && this.config.relayKeepsOnReReq) {
         this.outbox.push(['CLOSED', subId, 'duplicate: subscription already open']);
@@ -216,6 +242,10 @@ class World {
   /** Forwarded EVENTs: id -> times. */
   readonly forwards = new Map<string, number>();
   maxAwaiting = 0;
+  /** What reached the client: the gateway's answers and greeting, the relay's messages. */
+  readonly clientGot: unknown[][] = [];
+  /** AUTH events the client sent: id -> times. */
+  readonly authSent = new Map<string, number>();
 
   constructor(readonly config: Config) {
     this.under = admissionUnderTest(
@@ -224,6 +254,8 @@ class World {
         nostr: {
           verify: config.verify,
           maxSubscriptions: CAP,
+          authRequiredForWrites: config.authRequiredForWrites,
+          auth: { challenge: config.challenge },
           ...(config.auth ? { publicUrl: PUBLIC_URL } : {}),
         },
         quotas: { tiers: { default: { write: { points: LIMIT, windowSec: 60 } } } },
@@ -233,7 +265,14 @@ class World {
     );
     this.under.ctx.decider = this.decider as unknown as QuotaDecider;
     this.relay = new ModelRelay(config);
-    this.conn = { ip: IP, nodeId: 'relay-a', session: this.under.admission.newSession() };
+    const { admission } = this.under;
+    // The gateway's challenge is random per connection: a known one here, to sign AUTH once.
+    const session =
+      config.challenge === 'gateway'
+        ? new NostrSession(admission.sessionSettings(), verifySignature, CHALLENGE)
+        : admission.newSession();
+    this.conn = { ip: IP, nodeId: 'relay-a', session };
+    this.clientGot.push(...session.greeting());
   }
 
   /** A client frame through the admission step; forwarded frames reach the relay. */
@@ -250,8 +289,16 @@ class World {
       false,
     );
     this.decider.attribution = undefined;
+    if (verdict.reply) this.clientGot.push(verdict.reply);
+    if (msg[0] === 'AUTH') {
+      const id = (msg[1] as Event).id;
+      this.authSent.set(id, (this.authSent.get(id) ?? 0) + 1);
+    }
     if (verdict.close) this.clientOpen = false;
     if (!verdict.forward) return;
+    if (event && this.config.authRequiredForWrites) {
+      assert.ok(bound !== undefined, `forwarded ${event.id.slice(0, 8)} before AUTH`);
+    }
     if (event) {
       const charges = this.decider.asks.slice(asked);
       // Sender: the address, and the bound pubkey besides, before forwarding.
@@ -274,11 +321,15 @@ class World {
     for (let i = 0; i < n && this.upstreamOpen && this.relay.outbox.length > 0; i++) {
       const msg = this.relay.outbox.shift()!;
       const { session } = this.conn;
-      if (!session.following) continue;
-      for (const action of session.relay(Buffer.from(JSON.stringify(msg)))) {
-        reached[action.type]++;
-        await this.act(action);
+      let pass = true;
+      if (session.following) {
+        for (const action of session.relay(Buffer.from(JSON.stringify(msg)))) {
+          reached[action.type]++;
+          if (action.type === 'withhold') pass = false;
+          else await this.act(action);
+        }
       }
+      if (pass && this.clientOpen) this.clientGot.push(msg);
     }
   }
 
@@ -303,6 +354,15 @@ class World {
 
   /** What must hold at every step. */
   checkAlways(): void {
+    const bound = this.conn.session.authPubkey;
+    if (bound !== undefined) {
+      reached.bound++;
+      const signed = authEvents.some(
+        (e) => e.pubkey === bound && this.authSent.has(e.id) && e.tags[1]![1] === CHALLENGE,
+      );
+      assert.ok(signed, `bound ${bound.slice(0, 8)}, which never signed this challenge`);
+    }
+    if (this.config.challenge === 'gateway') this.checkGatewayChallenge();
     assert.ok(this.relay.held.size <= CAP, `the relay holds ${this.relay.held.size} > ${CAP}`);
     for (const key of this.under.kv.keys.keys()) {
       const id = /seen:\{([0-9a-f]{64})\}/.exec(key)?.[1];
@@ -314,6 +374,17 @@ class World {
         ask.id !== undefined && signedPairs.has(`${ask.id}:${ask.value.slice(3)}`),
         `charged ${ask.value.slice(0, 11)} for ${ask.id?.slice(0, 8)}, which it did not sign`,
       );
+    }
+  }
+
+  /** Under the gateway's own challenge: one challenge, the gateway's; AUTH answered here. */
+  private checkGatewayChallenge(): void {
+    assert.equal(this.relay.authReceived, 0, 'an AUTH frame reached the relay');
+    const challenges = this.clientGot.filter((m) => m[0] === 'AUTH');
+    assert.deepEqual(challenges, [['AUTH', CHALLENGE]], 'the client got one challenge: ours');
+    for (const [id, sent] of this.authSent) {
+      const answers = this.clientGot.filter((m) => m[0] === 'OK' && m[1] === id).length;
+      assert.equal(answers, sent, `AUTH ${id.slice(0, 8)} sent ${sent}, answered ${answers}`);
     }
   }
 
@@ -347,8 +418,10 @@ const reached = {
   claim: 0,
   unbind: 0,
   'close-upstream': 0,
+  withhold: 0,
   pessimistic: 0,
   stored: 0,
+  bound: 0,
 };
 
 type Cmd = fc.AsyncCommand<object, World>;
@@ -424,7 +497,9 @@ const commands = [
   reqCommand,
   reqCommand,
   fc.constantFrom('a', 'b', 'c').map((s) => cmd(`CLOSE ${s}`, (w) => w.client(['CLOSE', s]))),
-  fc.nat(2).map((k) => cmd(`AUTH ${k}`, (w) => w.client(['AUTH', authEvents[k]]))),
+  fc
+    .nat(authEvents.length - 1)
+    .map((k) => cmd(`AUTH ${k}`, (w) => w.client(['AUTH', authEvents[k]]))),
   fc.boolean().map((ok) => cmd(`relay answers AUTH ${ok}`, (w) => w.relay.answerAuth(ok))),
   fc.boolean().map((failing) =>
     cmd(`valkey ${failing ? 'fails' : 'back'}`, (w) => {
@@ -445,7 +520,22 @@ const configs: Config[] = [
   { name: 'relay verifies', order: ['pubkey', 'ip'], verify: 'relay' },
   { name: 'AUTH and relay verifies', order: ['auth', 'pubkey', 'ip'], verify: 'relay', auth: true },
   { name: 'AUTH only', order: ['auth', 'ip'], verify: 'auto', auth: true },
-].map((c) => ({ auth: false, ...c }) as Config);
+  {
+    name: "the gateway's challenge, auth required",
+    order: ['auth', 'pubkey', 'ip'],
+    verify: 'auto',
+    auth: true,
+    challenge: 'gateway',
+    authRequiredForWrites: true,
+  },
+  {
+    name: "the gateway's challenge, relay verifies",
+    order: ['auth', 'pubkey', 'ip'],
+    verify: 'relay',
+    auth: true,
+    challenge: 'gateway',
+  },
+].map((c) => ({ auth: false, challenge: 'relay', authRequiredForWrites: false, ...c }) as Config);
 
 describe('the Nostr session over generated interleavings', { timeout: 240_000 }, () => {
   for (const base of configs) {
@@ -483,7 +573,9 @@ describe('the Nostr session over generated interleavings', { timeout: 240_000 },
       const expected: (keyof typeof reached)[] = ['stored', 'close-upstream'];
       if (base.verify === 'relay') expected.push('charge-author', 'pessimistic');
       else if (base.order.includes('pubkey')) expected.push('claim');
-      if (base.auth) expected.push('unbind');
+      if (base.auth) expected.push('bound');
+      if (base.challenge === 'gateway') expected.push('withhold');
+      else if (base.auth) expected.push('unbind');
       for (const path of expected) {
         assert.ok(reached[path] > 0, `no run reached ${path}: ${JSON.stringify(reached)}`);
       }

@@ -607,6 +607,20 @@ export const GatewayConfigSchema = z
             .describe(
               'EVENTs from connections that have not authenticated (NIP-42) get auth-required:',
             ),
+          auth: z
+            .strictObject({
+              challenge: z
+                .enum(['relay', 'gateway'])
+                .default('relay')
+                .describe(
+                  "Whose NIP-42 challenge clients answer: relay, the relay's (passed on; the " +
+                    'relay answers AUTH too); gateway, its own, sent on connect, with AUTH ' +
+                    "answered by the gateway and never forwarded, the relay's challenge " +
+                    'withheld (for relays without NIP-42). gateway needs publicUrl',
+                ),
+            })
+            .prefault({})
+            .describe('NIP-42 AUTH (docs/NOSTR.md)'),
           maxSubscriptions: positiveInt
             .optional()
             .describe(
@@ -710,13 +724,16 @@ export const GatewayConfigSchema = z
         message: `needs routing: headroom (with ${cfg.routing} routing a drained client would reconnect to the same node)`,
       });
     }
-    const needsAuth = cfg.identity.order.includes('auth') || cfg.nostr.authRequiredForWrites;
+    const needsAuth =
+      cfg.identity.order.includes('auth') ||
+      cfg.nostr.authRequiredForWrites ||
+      cfg.nostr.auth.challenge === 'gateway';
     if (needsAuth && cfg.nostr.publicUrl === undefined) {
       ctx.addIssue({
         code: 'custom',
         path: ['nostr', 'publicUrl'],
         message:
-          'is required by NIP-42 AUTH (the auth identity or authRequiredForWrites): the ws:// or wss:// URL clients use, which their AUTH events name',
+          'is required by NIP-42 AUTH (the auth identity, authRequiredForWrites or auth.challenge gateway): the ws:// or wss:// URL clients use, which their AUTH events name',
       });
     }
     if (cfg.identity.order.includes('pubkey') && cfg.nostr.verify === 'never') {

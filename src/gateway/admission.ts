@@ -25,6 +25,7 @@ export type AdmissionServices = Pick<
 import { NostrSession } from '../nostr/session.js';
 import type { SessionAction, SessionSettings } from '../nostr/session.js';
 import { EventPolicy } from '../nostr/event-policy.js';
+import { newChallenge } from '../nostr/nip42.js';
 import {
   eventIdMatches,
   parseClientFrame,
@@ -333,7 +334,8 @@ export class Admission {
 
   /** A fresh Nostr session for a client connection, under this gateway's settings. */
   newSession(): NostrSession {
-    return new NostrSession(this.sessionSettings(), verifySignature);
+    const issued = this.ctx.config.nostr.auth.challenge === 'gateway' ? newChallenge() : undefined;
+    return new NostrSession(this.sessionSettings(), verifySignature, issued);
   }
 
   /** What a session needs of the configuration (nostr settings are not reloaded). */
@@ -447,7 +449,8 @@ export class Admission {
 
   /**
    * A client's AUTH event, checked by the gateway before the relay sees it (see
-   * NostrSession.auth): forwarded and bound when it passes, answered OK false here otherwise.
+   * NostrSession.auth): bound when it passes, and forwarded (or, under the gateway's own
+   * challenge, answered OK true here); answered OK false here otherwise.
    */
   private authFrame(conn: ConnectionFacts, raw: unknown): FrameVerdict {
     const parsed = parseEvent(raw);
@@ -455,7 +458,7 @@ export class Admission {
       return { forward: false, reply: ['OK', parsed.id, false, `invalid: ${parsed.reason}`] };
     }
     const verdict = conn.session.auth(parsed.event, Math.floor(Date.now() / 1000));
-    if (verdict.forward) return FORWARD;
+    if (verdict.bound !== undefined) return { forward: verdict.forward, reply: verdict.reply };
     this.ctx.metrics.frames.inc({ type: 'AUTH_REFUSED' });
     const refused: FrameVerdict = { forward: false, reply: verdict.reply };
     return verdict.invalidSignature ? this.doesNotVerify(conn, refused) : refused;

@@ -41,9 +41,9 @@ export function relayableCloseCode(code: number): number {
 /**
  * One client connection pinned to one relay node: the byte pump. Client frames are decided in
  * arrival order (a queue, so a REQ never overtakes the EVENT before it) by the admission
- * step; relay frames pass untouched, shown to the connection's NostrSession first, and the
- * pump does what the session asks (charges, claims, a CLOSE to the relay). Every EVENT is
- * answered once: by the relay when forwarded, by the gateway when not.
+ * step; relay frames pass untouched (or are withheld), shown to the connection's NostrSession
+ * first, and the pump does what the session asks (charges, claims, a CLOSE to the relay).
+ * Every EVENT is answered once: by the relay when forwarded, by the gateway when not.
  */
 export class ProxiedConnection implements Drainable {
   private readonly queue: { data: RawData; isBinary: boolean }[] = [];
@@ -87,14 +87,18 @@ export class ProxiedConnection implements Drainable {
     client.on('message', (data, isBinary) => this.enqueue(data, isBinary));
     upstream.on('message', (data, isBinary) => {
       const { session } = this.facts;
+      let pass = true;
       if (!isBinary && (session.following || this.inFlight > 0)) {
         const buf = toBuffer(data);
         if (this.inFlight > 0 && OK_START.test(buf.toString('latin1', 0, 16))) this.inFlight--;
-        for (const action of session.relay(buf)) this.act(action);
+        for (const action of session.relay(buf)) {
+          if (action.type === 'withhold') pass = false;
+          else this.act(action);
+        }
         if (this.lingering && session.awaitingCount === 0)
           this.closeUpstream(1000, 'client closed');
       }
-      this.toClient(data, isBinary);
+      if (pass) this.toClient(data, isBinary);
       if (this.leavingAs) this.leaveIfSettled();
     });
     client.on('close', (code) =>
@@ -107,6 +111,8 @@ export class ProxiedConnection implements Drainable {
     });
     client.on('error', (err) => this.fail('client', err));
     upstream.on('error', (err) => this.fail('upstream', err));
+    // Before any relay message (those arrive on later turns): the gateway's own AUTH challenge.
+    for (const message of this.facts.session.greeting()) this.send(message);
   }
 
   /** Close both sides (gateway shutdown uses 1001, going away). */

@@ -3,6 +3,7 @@
  * the gateway before it binds a pubkey to a connection. The signature is checked by the
  * caller (each side has its own verifier); everything else is here.
  */
+import { randomBytes } from 'node:crypto';
 import type { Event } from 'nostr-tools/pure';
 
 export const AUTH_KIND = 22242;
@@ -10,6 +11,11 @@ export const AUTH_KIND = 22242;
 export const AUTH_WINDOW_SEC = 600;
 /** Longest challenge a side keeps: a relay's challenge is a short random string. */
 export const MAX_CHALLENGE_LENGTH = 256;
+
+/** A fresh challenge for one connection: 128 random bits, hex (never reused, never guessed). */
+export function newChallenge(): string {
+  return randomBytes(16).toString('hex');
+}
 
 /**
  * The same relay URL: scheme and host compared without case, a default port and a bare

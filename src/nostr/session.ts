@@ -16,6 +16,8 @@
  * - Subscriptions are counted as the relay holds them: a subscription the gateway stops
  *   counting because the relay CLOSED it is closed upstream too (a relay may answer a re-REQ
  *   of an open id CLOSED and keep the old one).
+ * - One challenge per connection, and its issuer answers AUTH: when the gateway issues its own
+ *   (for relays without NIP-42), the relay's is withheld and no AUTH reaches the relay.
  */
 import type { Event } from 'nostr-tools/pure';
 import { authEventProblem, MAX_CHALLENGE_LENGTH } from './nip42.js';
@@ -44,6 +46,11 @@ export interface SessionSettings {
 
 /** What the caller does on the session's behalf. */
 export type SessionAction =
+  /**
+   * Do not pass this relay message on to the client: the relay's AUTH challenge, when the
+   * gateway issued its own (two challenges on one connection confuse clients).
+   */
+  | { type: 'withhold' }
   /** Charge the author of event `id` its cost (the relay accepted it, or may have). */
   | { type: 'charge-author'; id: string; pubkey: string; cost: number }
   /** Mark `id` seen for its author's window: the relay accepted this exact event. */
@@ -54,8 +61,12 @@ export type SessionAction =
   | { type: 'close-upstream'; subId: string };
 
 export type AuthVerdict =
-  | { forward: true; bound: string }
-  | { forward: false; reply: unknown[]; invalidSignature?: boolean };
+  /**
+   * Bound: forwarded to the relay that issued the challenge, or answered here (`reply`, the
+   * OK true) when the gateway issued it.
+   */
+  | { bound: string; forward: boolean; reply?: unknown[] }
+  | { bound?: undefined; forward: false; reply: unknown[]; invalidSignature?: boolean };
 
 interface Awaited {
   pubkey: string;
@@ -90,7 +101,23 @@ export class NostrSession {
     readonly settings: SessionSettings,
     /** The full NIP-01 check (id and signature), for pessimistic charges. */
     private readonly verify: (event: Event) => boolean,
-  ) {}
+    /**
+     * The challenge the gateway issued on this connection (nostr.auth.challenge gateway, for
+     * relays without NIP-42): AUTH is answered here and never forwarded, and the relay's own
+     * challenge, if it sends one, is neither followed nor passed on. Needs publicUrl.
+     */
+    private readonly issued?: string,
+  ) {
+    if (issued !== undefined && settings.publicUrl === undefined) {
+      throw new Error('a gateway-issued AUTH challenge needs publicUrl');
+    }
+    this.challenge = issued;
+  }
+
+  /** What the gateway sends the client on connect, before anything of the relay's. */
+  greeting(): unknown[][] {
+    return this.issued === undefined ? [] : [['AUTH', this.issued]];
+  }
 
   /** The pubkey this connection authenticated as (NIP-42), if any. */
   get authPubkey(): string | undefined {
@@ -151,6 +178,7 @@ export class NostrSession {
    * challenge, relay tag, created_at, and at most MAX_AUTH_ATTEMPTS signatures): it binds on
    * those checks, since some relays (nostr-rs-relay) never answer AUTH with OK; an `OK false`
    * from the relay unbinds it. A second, different pubkey is refused: a key is free to mint.
+   * Under a challenge the gateway issued, the gateway's OK is the answer: nothing is forwarded.
    */
   auth(event: Event, nowSec: number): AuthVerdict {
     const notOk = (message: string, invalidSignature?: boolean): AuthVerdict => ({
@@ -178,6 +206,9 @@ export class NostrSession {
       return notOk('invalid: event id or signature does not verify', true);
     }
     this.bound = { pubkey: event.pubkey, authId: event.id };
+    if (this.issued !== undefined) {
+      return { forward: false, bound: event.pubkey, reply: ['OK', event.id, true, ''] };
+    }
     this.authPending.set(event.id, event.pubkey);
     return { forward: true, bound: event.pubkey };
   }
@@ -209,7 +240,10 @@ export class NostrSession {
     this.awaitingBytes += bytes;
   }
 
-  /** A message from the relay: what the gateway does about it (it reaches the client as is). */
+  /**
+   * A message from the relay: what the gateway does about it (it reaches the client as is,
+   * unless withheld).
+   */
   relay(data: Buffer): SessionAction[] {
     // A subscription's events stream past here: one short look, and no more, for each.
     if (EVENT_HEAD.test(data.toString('latin1', 0, 16))) return [];
@@ -217,6 +251,7 @@ export class NostrSession {
     const closed = CLOSED_HEAD.exec(start);
     if (closed) return this.subscriptionClosed(closed[1]!);
     if (AUTH_HEAD.test(start)) {
+      if (this.issued !== undefined) return [{ type: 'withhold' }];
       this.challengeFrom(data);
       return [];
     }

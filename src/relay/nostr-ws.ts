@@ -1,7 +1,6 @@
-import { randomBytes } from 'node:crypto';
 import type { NostrEvent } from 'nostr-tools/pure';
 import { WebSocket } from 'ws';
-import { authEventProblem } from '../nostr/nip42.js';
+import { authEventProblem, newChallenge } from '../nostr/nip42.js';
 import type { RawData } from 'ws';
 import { FilterError, matchesEvent, parseFilter } from './filter.js';
 import type { Filter } from './filter.js';
@@ -65,7 +64,7 @@ export class NostrSockets {
     const conn: Connection = { ws, subs: new Map() };
     this.connections.add(conn);
     if (this.auth) {
-      conn.challenge = randomBytes(16).toString('hex');
+      conn.challenge = newChallenge();
       send(ws, ['AUTH', conn.challenge]);
     }
     ws.on('message', (data) => this.onMessage(conn, data));
