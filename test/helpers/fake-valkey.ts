@@ -17,7 +17,7 @@ export function manualClock(start = 1_000_000) {
 /** Valkey's counters in a Map: one per (prefix, key), shared by the limiters of a prefix. */
 export class FakeValkey {
   readonly counters = new Map<string, { consumed: number; endsAt: number }>();
-  /** Consumes that reached the store (not answered from an in-memory block). */
+  /** Consumes that reached the store (not answered from memory). */
   calls = 0;
   /** Every call fails (as a store that is down) while set. */
   failing = false;
@@ -70,7 +70,7 @@ export class FakeValkey {
           );
         },
       } as unknown as RateLimiterStoreAbstract;
-      return new QuotaLimiter(inner, opts.points, opts.inMemoryBlock);
+      return new QuotaLimiter(inner, opts.points);
     },
   } as unknown as Store;
 }
