@@ -1,16 +1,21 @@
 import { DEFAULT_MAX_TRACKED_CLIENTS } from '../config/schema.js';
 import type { GatewayConfig, Limit, WriteBudget } from '../config/schema.js';
-import type { MultiplierBoard } from '../pressure/follower/board.js';
 import { InMemoryBlocks } from '../store/blocks.js';
 import { StoreError } from '../store/index.js';
-import type { ClientKey, Decision, QuotaLimiter, Store } from '../store/index.js';
+import type { ClientKey, QuotaLimiter, Store } from '../store/index.js';
 import { WindowCounters } from '../util/window-counters.js';
+import { refusedFromMemory } from './consume.js';
+import type { Consumer, DecisionObserver, Verdict } from './consume.js';
+import { LeasedConsumer, LimiterConsumer, StoreBreaker, guarded } from './consumers.js';
 import { LeaseBook } from './leases.js';
 import type { LeaseEvent, LeaseSnapshot } from './leases.js';
 import { effectivePoints, insuredPoints, quantiseMultiplier, secondsUntil } from './limits.js';
+import type { NodeMultipliers } from './multipliers.js';
 import { NODE_BUDGET_POLICY, NodeBudgets, budgetPoints } from './node-budget.js';
 import type { NodeBudgetState } from './node-budget.js';
 import type { Identity, Policy } from './policy.js';
+
+export type { DecisionObserver } from './consume.js';
 
 /**
  * allowed / limited: Valkey decided. insured: Valkey failed and the in-memory share decided.
@@ -45,21 +50,50 @@ export interface QuotaDecision {
   fromMemory: boolean;
 }
 
-export interface DecisionObserver {
-  /** Called with the duration of each call that reached Valkey. */
-  storeCall(seconds: number, ok: boolean): void;
-}
-
 type QuotaSettings = GatewayConfig['quotas'];
-/** What the store side answered for one write, by the limiter or through a lease. */
-type StoreVerdict = Pick<
-  Decision,
-  'allowed' | 'remaining' | 'msBeforeNext' | 'fromMemory' | 'roundTrip'
->;
+/** What a decision shows whatever the verdict: the policy and the limit in force. */
 type DecisionShape = Pick<QuotaDecision, 'policy' | 'limit' | 'windowSec' | 'multiplier'>;
 
 /** The policy names RateLimit headers show, per class. */
 const POLICY_NAMES = { write: 'writes', read: 'reads' } as const;
+
+/**
+ * The one place a verdict becomes a decision. A verdict judged by a counter is allowed or
+ * limited (insured while Valkey is down, against this gateway's share). A failure is no quota
+ * decision: quotas.onStoreFailure open admits it, closed refuses it as the gateway's own
+ * failure (503, never a 429); both are counted as errors.
+ */
+function decisionOf(
+  v: Verdict,
+  shape: DecisionShape,
+  onStoreFailure: QuotaSettings['onStoreFailure'],
+): QuotaDecision {
+  // Built field by field, never spread: this runs for every write and a spread costs ~2%.
+  if (v.failed) {
+    return {
+      outcome: 'error',
+      admitted: onStoreFailure === 'open',
+      policy: shape.policy,
+      limit: shape.limit,
+      windowSec: shape.windowSec,
+      remaining: 0,
+      resetSec: 1,
+      multiplier: shape.multiplier,
+      fromMemory: false,
+    };
+  }
+  return {
+    outcome: v.by === 'insurance' ? 'insured' : v.admitted ? 'allowed' : 'limited',
+    admitted: v.admitted,
+    policy: shape.policy,
+    limit: v.limit,
+    windowSec: shape.windowSec,
+    remaining: v.remaining,
+    resetSec: secondsUntil(v.msBeforeNext),
+    multiplier: shape.multiplier,
+    fromMemory: v.by === 'memory',
+  };
+}
 
 export interface DeciderOptions {
   observer?: DecisionObserver;
@@ -80,23 +114,27 @@ export interface DeciderOptions {
 }
 
 /**
- * The quota decision: identity -> policy -> limiter for (base x node multiplier) -> verdict.
- * Knows nothing of HTTP or WebSocket.
+ * The quota decision: identity -> policy -> counter for (base x node multiplier) -> verdict
+ * -> decision. Knows nothing of HTTP or WebSocket.
  *
- * One limiter per effective limit, all sharing the counter key of their (class, tier,
- * window), so a new multiplier applies at once to what was already consumed.
+ * One counter per effective limit (a Consumer: the plain limiter, or the lease book around
+ * it, guarded by the in-memory block, the store breaker and the insured share), all sharing
+ * the key of their (class, tier, window), so a new multiplier applies at once to what was
+ * already consumed.
  */
 export class QuotaDecider {
   /** One per (class, tier, window, points): bounded by the configuration, not by clients. */
   private readonly limiters = new Map<string, QuotaLimiter>();
+  /** The guarded counter of each limiter, as decide() consumes it. */
+  private readonly consumers = new Map<string, Consumer>();
   /** Per counter prefix; blocks record counts, so they hold for any limit and survive reloads. */
   private readonly blocks = new Map<string, InMemoryBlocks>();
   /** Per counter prefix: the in-memory share used while Valkey is down. */
   private readonly insurance = new Map<string, WindowCounters<ClientKey>>();
-  private readonly observer: DecisionObserver;
   private readonly now: () => number;
   private readonly maxTrackedClients: number;
-  private storeDownUntil = 0;
+  /** Skips Valkey for quotas.retryStoreAfterMs after a failure, for every counter. */
+  private readonly breaker: StoreBreaker;
   /** Present while quotas.lease.enabled. */
   private leases: LeaseBook | undefined;
   /** The idle time and holders the book was made with. */
@@ -107,14 +145,23 @@ export class QuotaDecider {
   constructor(
     private readonly store: Store,
     private readonly policy: Policy,
-    private readonly board: MultiplierBoard,
+    private readonly board: NodeMultipliers,
     private settings: QuotaSettings,
     private readonly options: DeciderOptions = {},
   ) {
-    this.observer = options.observer ?? { storeCall: () => undefined };
     this.now = options.now ?? Date.now;
     this.maxTrackedClients = options.maxTrackedClients ?? DEFAULT_MAX_TRACKED_CLIENTS;
-    this.nodeBudgets = new NodeBudgets(store, options.writeBudgets ?? new Map(), this.now);
+    this.breaker = new StoreBreaker(
+      this.now,
+      () => this.settings.retryStoreAfterMs,
+      options.observer,
+    );
+    this.nodeBudgets = new NodeBudgets(
+      store,
+      options.writeBudgets ?? new Map(),
+      this.breaker,
+      this.now,
+    );
     this.syncLeases();
     // A lower multiplier clips the leases held for its node at once, not at their next write.
     board.onChange((m) => {
@@ -132,9 +179,11 @@ export class QuotaDecider {
       // Off, or sized differently (a reload): the old book hands its points back.
       void this.leases.close();
       this.leases = undefined;
+      this.consumers.clear();
     }
     if (!lease.enabled || this.leases) return;
     this.leaseShape = shape;
+    this.consumers.clear();
     this.leases = new LeaseBook(this.store.leases, {
       holders,
       idleMs: lease.idleMs,
@@ -151,6 +200,7 @@ export class QuotaDecider {
   async close(): Promise<void> {
     const leases = this.leases;
     this.leases = undefined;
+    this.consumers.clear();
     await leases?.close();
   }
 
@@ -158,6 +208,7 @@ export class QuotaDecider {
   reload(settings: QuotaSettings): void {
     this.settings = settings;
     this.limiters.clear();
+    this.consumers.clear();
     this.nodeBudgets.reload(settings.keyPrefix);
     this.syncLeases();
     // Insurance counters and blocks are kept: a reload must not hand every client a fresh
@@ -188,82 +239,15 @@ export class QuotaDecider {
     const limit = this.effectiveLimit(req.identity.tier, req.cls, req.nodeId);
     if (!limit) return null;
     const { base, multiplier, points } = limit;
-    const key = req.identity.key;
-    // Built field by field, never spread: this runs for every write and a spread costs ~2%.
     const shape: DecisionShape = {
       policy: POLICY_NAMES[req.cls],
       limit: points,
       windowSec: base.windowSec,
       multiplier,
     };
-
-    if (this.now() >= this.storeDownUntil) {
-      const started = performance.now();
-      try {
-        const d =
-          this.leases && req.cost > 0
-            ? await this.consumeLeased(this.leases, req, base, points)
-            : await this.limiterFor(req.cls, req.identity.tier, base, points).consume(
-                key,
-                req.cost,
-              );
-        if (d.roundTrip) this.observer.storeCall((performance.now() - started) / 1000, true);
-        return {
-          outcome: d.allowed ? 'allowed' : 'limited',
-          admitted: d.allowed,
-          policy: shape.policy,
-          limit: points,
-          windowSec: base.windowSec,
-          remaining: d.remaining,
-          resetSec: secondsUntil(d.msBeforeNext),
-          multiplier,
-          fromMemory: d.fromMemory,
-        };
-      } catch (err) {
-        if (!(err instanceof StoreError)) throw err;
-        this.observer.storeCall((performance.now() - started) / 1000, false);
-        // Skip Valkey for a moment: every request waiting out a timeout would stall the gateway.
-        this.storeDownUntil = this.now() + this.settings.retryStoreAfterMs;
-      }
-    }
-    return this.decideWithoutStore(req, key, base, points, shape);
-  }
-
-  /**
-   * A write through this gateway's leases: the in-memory block first, then a point held here,
-   * then a take from Valkey (the only round trip). Throws StoreError when Valkey fails.
-   */
-  private async consumeLeased(
-    leases: LeaseBook,
-    req: QuotaRequest,
-    base: Limit,
-    points: number,
-  ): Promise<StoreVerdict> {
-    const prefix = this.prefix(req.cls, req.identity.tier, base.windowSec);
-    const key = req.identity.key;
-    const blocks = this.settings.inMemoryBlock && points > 0 ? this.blocksFor(prefix) : undefined;
-    const msBlocked = blocks ? blocks.msBlocked(key, points) : 0;
-    if (msBlocked > 0) {
-      return {
-        allowed: false,
-        remaining: 0,
-        msBeforeNext: msBlocked,
-        fromMemory: true,
-        roundTrip: false,
-      };
-    }
-    const v = await leases.consume(`${prefix}:${key}`, req.cost, points, base.windowSec * 1000, {
-      nodeId: req.nodeId,
-      base: base.points,
-    });
-    if (!v.allowed && blocks && v.consumed >= points) blocks.block(key, v.consumed, v.msBeforeNext);
-    return {
-      allowed: v.allowed,
-      remaining: v.remaining,
-      msBeforeNext: v.msBeforeNext,
-      fromMemory: false,
-      roundTrip: v.tookLease,
-    };
+    const consumer = this.consumerFor(req.cls, req.identity.tier, base, points);
+    const v = await consumer.consume(req.identity.key, req.cost, req.nodeId);
+    return decisionOf(v, shape, this.settings.onStoreFailure);
   }
 
   /**
@@ -278,27 +262,15 @@ export class QuotaDecider {
     const blocks = this.blocks.get(this.prefix(req.cls, req.identity.tier, base.windowSec));
     const ms = blocks ? blocks.msBlocked(req.identity.key, points) : 0;
     if (ms <= 0) return null;
-    return {
-      outcome: 'limited',
-      admitted: false,
+    const shape: DecisionShape = {
       policy: POLICY_NAMES[req.cls],
       limit: points,
       windowSec: base.windowSec,
-      remaining: 0,
-      resetSec: secondsUntil(ms),
       multiplier,
-      fromMemory: true,
     };
+    return decisionOf(refusedFromMemory(points, ms), shape, this.settings.onStoreFailure);
   }
 
-  /**
-   * The node's write budget, for a write its sender's own cap has admitted (call it after
-   * every per-client charge of the write, once). Null when nothing is charged: quotas off,
-   * a free write, a node without a budget or at m = 1 (no round trip, the hot path as
-   * without budgets), an allow-listed sender or a tier whose writes are free. Otherwise one
-   * plain consume of the write's cost from the node's counter in Valkey, leases on or off
-   * (a lease of a budget every gateway shares would strand points the node needs).
-   */
   /**
    * Whether writes to the node are charged to its budget now (it has one, quotas are on and
    * its multiplier is below 1): a synchronous check, so that the common case, m = 1, costs
@@ -309,6 +281,15 @@ export class QuotaDecider {
     return quantiseMultiplier(this.board.get(nodeId).value, this.settings.multiplierStep) < 1;
   }
 
+  /**
+   * The node's write budget, for a write its sender's own cap has admitted (call it after
+   * every per-client charge of the write, once). Null when nothing is charged: quotas off,
+   * a free write, a node without a budget or at m = 1 (no round trip, the hot path as
+   * without budgets), an allow-listed sender or a tier whose writes are free. Otherwise one
+   * plain consume of the write's cost from the node's counter in Valkey, leases on or off
+   * (a lease of a budget every gateway shares would strand points the node needs), guarded
+   * as client quotas are (in-memory block, breaker, insured share).
+   */
   async decideNode(req: QuotaRequest): Promise<QuotaDecision | null> {
     const budget = this.nodeBudgets.get(req.nodeId);
     if (!budget || req.cls !== 'write' || req.cost <= 0 || !this.settings.enabled) return null;
@@ -324,61 +305,12 @@ export class QuotaDecider {
       windowSec: budget.windowSec,
       multiplier,
     };
-    if (points === 0) {
-      // m = 0: the node takes no writes at all; nothing to count, and it may rise any time.
-      return {
-        ...shape,
-        outcome: 'limited',
-        admitted: false,
-        remaining: 0,
-        resetSec: 1,
-        fromMemory: true,
-      };
-    }
-    if (this.now() >= this.storeDownUntil) {
-      const started = performance.now();
-      try {
-        const d = await this.nodeBudgets.consume(
-          req.nodeId,
-          budget,
-          points,
-          req.cost,
-          this.settings,
-        );
-        if (d.roundTrip) this.observer.storeCall((performance.now() - started) / 1000, true);
-        return {
-          ...shape,
-          outcome: d.allowed ? 'allowed' : 'limited',
-          admitted: d.allowed,
-          remaining: d.remaining,
-          resetSec: secondsUntil(d.msBeforeNext),
-          fromMemory: d.fromMemory,
-        };
-      } catch (err) {
-        if (!(err instanceof StoreError)) throw err;
-        this.observer.storeCall((performance.now() - started) / 1000, false);
-        this.storeDownUntil = this.now() + this.settings.retryStoreAfterMs;
-      }
-    }
-    // Valkey down: as for client quotas (quotas.onStoreFailure). insure: this gateway's share
-    // of the budget in memory, so the node stays protected; open: admitted, counted as error;
-    // closed: refused as the gateway's own failure (503), never a 429.
     const mode = this.settings.onStoreFailure;
-    if (mode !== 'insure') {
-      const admitted = mode === 'open';
-      return { ...shape, outcome: 'error', admitted, remaining: 0, resetSec: 1, fromMemory: false };
-    }
-    const share = insuredPoints(points, this.settings.gateways);
-    const v = this.nodeBudgets.insure(req.nodeId, budget, share, req.cost);
-    return {
-      ...shape,
-      limit: share,
-      outcome: 'insured',
-      admitted: v.admitted,
-      remaining: v.remaining,
-      resetSec: secondsUntil(v.msBeforeNext),
-      fromMemory: false,
-    };
+    // m = 0: the node takes no writes at all; nothing to count, and it may rise any time.
+    if (points === 0) return decisionOf(refusedFromMemory(0, 1000), shape, mode);
+    const consumer = this.nodeBudgets.consumerFor(budget, points, this.settings);
+    const v = await consumer.consume(req.nodeId as ClientKey, req.cost, req.nodeId);
+    return decisionOf(v, shape, mode);
   }
 
   /**
@@ -431,36 +363,7 @@ export class QuotaDecider {
 
   /** True while Valkey is being skipped after a failure. */
   get storeDown(): boolean {
-    return this.now() < this.storeDownUntil;
-  }
-
-  private decideWithoutStore(
-    req: QuotaRequest,
-    key: ClientKey,
-    base: Limit,
-    points: number,
-    shape: DecisionShape,
-  ): QuotaDecision {
-    const mode = this.settings.onStoreFailure;
-    if (mode !== 'insure') {
-      const admitted = mode === 'open';
-      return { ...shape, outcome: 'error', admitted, remaining: 0, resetSec: 1, fromMemory: false };
-    }
-    const share = insuredPoints(points, this.settings.gateways);
-    const insurer = this.insurerFor(req.cls, req.identity.tier, base);
-    // One counter per (class, tier, window) whatever the multiplier: the share in force is
-    // compared here, so a multiplier change neither resets nor splits what was consumed.
-    const res = insurer.consume(key, req.cost, base.windowSec * 1000);
-    const admitted = res.consumed <= share;
-    return {
-      ...shape,
-      limit: share,
-      outcome: 'insured',
-      admitted,
-      remaining: Math.max(0, share - res.consumed),
-      resetSec: secondsUntil(res.msBeforeNext),
-      fromMemory: false,
-    };
+    return this.breaker.isOpen;
   }
 
   /** Counter key prefix of a (class, tier, window): shared by every limit derived from it. */
@@ -468,20 +371,52 @@ export class QuotaDecider {
     return `${this.settings.keyPrefix}:${cls}:${tier}:${windowSec}`;
   }
 
+  /**
+   * The counter decide() consumes for a (class, tier, window) at `points`: the plain limiter,
+   * or the lease book around it while leases are on, guarded by the in-memory block, the
+   * breaker and (onStoreFailure: insure) the insured share.
+   */
+  private consumerFor(cls: string, tier: string, base: Limit, points: number): Consumer {
+    const keyPrefix = this.prefix(cls, tier, base.windowSec);
+    const id = `${keyPrefix}#${points}`;
+    let consumer = this.consumers.get(id);
+    if (!consumer) {
+      let source: Consumer = new LimiterConsumer(
+        () => this.limiterFor(cls, tier, base, points),
+        points,
+      );
+      const windowMs = base.windowSec * 1000;
+      if (this.leases) {
+        const terms = { keyPrefix, limit: points, windowMs, base: base.points };
+        source = new LeasedConsumer(source, this.leases, terms);
+      }
+      const { inMemoryBlock, onStoreFailure, gateways } = this.settings;
+      consumer = guarded(source, points, {
+        blocks: inMemoryBlock && points > 0 ? this.blocksFor(keyPrefix) : undefined,
+        breaker: this.breaker,
+        // One counter per (class, tier, window) whatever the multiplier: the share in force
+        // is compared there, so a multiplier change neither resets nor splits what was consumed.
+        insurance:
+          onStoreFailure === 'insure'
+            ? {
+                counters: () => this.insurerFor(keyPrefix),
+                share: insuredPoints(points, gateways),
+                windowMs,
+              }
+            : undefined,
+      });
+      this.consumers.set(id, consumer);
+    }
+    return consumer;
+  }
+
+  /** The plain limiter of a (class, tier, window) at `points` (peeks and unleased consumes). */
   private limiterFor(cls: string, tier: string, base: Limit, points: number): QuotaLimiter {
     const keyPrefix = this.prefix(cls, tier, base.windowSec);
     const id = `${keyPrefix}#${points}`;
     let limiter = this.limiters.get(id);
     if (!limiter) {
-      limiter = this.store.limiter({
-        keyPrefix,
-        points,
-        duration: base.windowSec,
-        // Block in memory once the limit is used up: the rest of the window costs no round trip.
-        ...(this.settings.inMemoryBlock && points > 0
-          ? { inMemoryBlock: { onConsumed: points, blocks: this.blocksFor(keyPrefix) } }
-          : {}),
-      });
+      limiter = this.store.limiter({ keyPrefix, points, duration: base.windowSec });
       this.limiters.set(id, limiter);
     }
     return limiter;
@@ -496,8 +431,7 @@ export class QuotaDecider {
     return blocks;
   }
 
-  private insurerFor(cls: string, tier: string, base: Limit): WindowCounters<ClientKey> {
-    const keyPrefix = this.prefix(cls, tier, base.windowSec);
+  private insurerFor(keyPrefix: string): WindowCounters<ClientKey> {
     let insurer = this.insurance.get(keyPrefix);
     if (!insurer) {
       insurer = new WindowCounters<ClientKey>(this.maxTrackedClients, this.now);

@@ -5,11 +5,14 @@
  * decides how much gets in, whoever writes, so a wave of many light identities, each far
  * under its own cap, is still held to budget x m.
  */
-import type { WriteBudget } from '../config/schema.js';
+import type { GatewayConfig, WriteBudget } from '../config/schema.js';
 import { InMemoryBlocks } from '../store/blocks.js';
 import type { ClientKey, Decision, QuotaLimiter, Store } from '../store/index.js';
 import { WindowCounters } from '../util/window-counters.js';
-import { effectivePoints } from './limits.js';
+import type { Consumer } from './consume.js';
+import { LimiterConsumer, guarded } from './consumers.js';
+import type { StoreBreaker } from './consumers.js';
+import { effectivePoints, insuredPoints } from './limits.js';
 
 /** The policy name of the node budget in RateLimit headers and problem details. */
 export const NODE_BUDGET_POLICY = 'node-budget';
@@ -38,29 +41,30 @@ export interface NodeBudgetState extends WriteBudget {
   consumed: number | null;
 }
 
-/** What the in-memory share decided while Valkey is down. */
-export interface InsuredVerdict {
-  admitted: boolean;
-  remaining: number;
-  msBeforeNext: number;
-}
+/** The settings a node's counter is built from (reloads rebuild it). */
+type BudgetSettings = Pick<
+  GatewayConfig['quotas'],
+  'keyPrefix' | 'inMemoryBlock' | 'onStoreFailure' | 'gateways'
+>;
 
 /**
- * The budgets of the configured nodes and their counters: limiters on Valkey (one per
- * effective points, sharing the node's key, so a new multiplier applies at once to what was
- * consumed), in-memory blocks once a node's budget is used up (the rest of the window costs
- * no round trip), and the in-memory share used while Valkey is down. All bounded by the
- * number of nodes, never by clients.
+ * The budgets of the configured nodes and their counters: one guarded Consumer per effective
+ * points, whose limiters share the node's key in Valkey (so a new multiplier applies at once
+ * to what was consumed), whose in-memory block refuses writes to a node whose budget is used
+ * up (the rest of the window costs no round trip), and whose insured share keeps the node
+ * protected while Valkey is down. All bounded by the number of nodes, never by clients.
  */
 export class NodeBudgets {
   private readonly limiters = new Map<string, QuotaLimiter>();
+  private readonly consumers = new Map<string, Consumer>();
   private blocks: InMemoryBlocks;
-  private insurance: WindowCounters;
+  private insurance: WindowCounters<ClientKey>;
   private keyPrefix = '';
 
   constructor(
     private readonly store: Store,
     private readonly budgets: ReadonlyMap<string, WriteBudget>,
+    private readonly breaker: StoreBreaker,
     private readonly now: () => number = Date.now,
   ) {
     const nodes = Math.max(1, budgets.size);
@@ -74,17 +78,31 @@ export class NodeBudgets {
   }
 
   /**
-   * Consume `cost` of the node's budget at `points` in Valkey (the in-memory block first when
-   * `inMemoryBlock`). Throws StoreError when Valkey fails.
+   * The node's counter at `points`, guarded: consume it with the node's id as the key. Its
+   * verdict is Valkey's (or the in-memory block's), else the insured share's while Valkey is
+   * down (onStoreFailure: insure), else a failure.
    */
-  consume(
-    nodeId: string,
-    budget: WriteBudget,
-    points: number,
-    cost: number,
-    settings: { keyPrefix: string; inMemoryBlock: boolean },
-  ): Promise<Decision> {
-    return this.limiterFor(budget, points, settings).consume(nodeId as ClientKey, cost);
+  consumerFor(budget: WriteBudget, points: number, settings: BudgetSettings): Consumer {
+    if (settings.keyPrefix !== this.keyPrefix) this.reload(settings.keyPrefix);
+    const id = `${budget.windowSec}#${points}`;
+    let consumer = this.consumers.get(id);
+    if (!consumer) {
+      const source = new LimiterConsumer(() => this.limiterFor(budget, points), points);
+      consumer = guarded(source, points, {
+        blocks: settings.inMemoryBlock && points > 0 ? this.blocks : undefined,
+        breaker: this.breaker,
+        insurance:
+          settings.onStoreFailure === 'insure'
+            ? {
+                counters: () => this.insurance,
+                share: insuredPoints(points, settings.gateways),
+                windowMs: budget.windowSec * 1000,
+              }
+            : undefined,
+      });
+      this.consumers.set(id, consumer);
+    }
+    return consumer;
   }
 
   /** The node's counter in Valkey without consuming (null when it has none this window). */
@@ -92,28 +110,16 @@ export class NodeBudgets {
     nodeId: string,
     budget: WriteBudget,
     points: number,
-    settings: { keyPrefix: string; inMemoryBlock: boolean },
+    settings: { keyPrefix: string },
   ): Promise<Decision | null> {
-    return this.limiterFor(budget, points, settings).peek(nodeId as ClientKey);
+    if (settings.keyPrefix !== this.keyPrefix) this.reload(settings.keyPrefix);
+    return this.limiterFor(budget, points).peek(nodeId as ClientKey);
   }
 
-  /**
-   * The in-memory share of the budget while Valkey is down: `share` points per window for
-   * this gateway, one counter per node whatever the multiplier (the share in force is
-   * compared here, so a multiplier change neither resets nor splits what was consumed).
-   */
-  insure(nodeId: string, budget: WriteBudget, share: number, cost: number): InsuredVerdict {
-    const res = this.insurance.consume(nodeId, cost, budget.windowSec * 1000);
-    return {
-      admitted: res.consumed <= share,
-      remaining: Math.max(0, share - res.consumed),
-      msBeforeNext: res.msBeforeNext,
-    };
-  }
-
-  /** Settings were reloaded: limiters are rebuilt; counts are dropped only for a new prefix. */
+  /** Settings were reloaded: counters are rebuilt; counts are dropped only for a new prefix. */
   reload(keyPrefix: string): void {
     this.limiters.clear();
+    this.consumers.clear();
     if (keyPrefix === this.keyPrefix) return;
     this.keyPrefix = keyPrefix;
     const nodes = Math.max(1, this.budgets.size);
@@ -121,25 +127,14 @@ export class NodeBudgets {
     this.insurance = new WindowCounters(nodes, this.now);
   }
 
-  private limiterFor(
-    budget: WriteBudget,
-    points: number,
-    settings: { keyPrefix: string; inMemoryBlock: boolean },
-  ): QuotaLimiter {
-    if (settings.keyPrefix !== this.keyPrefix) this.reload(settings.keyPrefix);
-    const keyPrefix = nodeBudgetPrefix(settings.keyPrefix);
+  private limiterFor(budget: WriteBudget, points: number): QuotaLimiter {
     const id = `${budget.windowSec}#${points}`;
     let limiter = this.limiters.get(id);
     if (!limiter) {
       limiter = this.store.limiter({
-        keyPrefix,
+        keyPrefix: nodeBudgetPrefix(this.keyPrefix),
         points,
         duration: budget.windowSec,
-        // Once the budget is used up, this gateway refuses writes to the node from memory
-        // until the window ends: a flood past the budget costs no round trip per write.
-        ...(settings.inMemoryBlock && points > 0
-          ? { inMemoryBlock: { onConsumed: points, blocks: this.blocks } }
-          : {}),
       });
       this.limiters.set(id, limiter);
     }

@@ -5,7 +5,6 @@ import {
   RateLimiterValkeyGlide,
 } from 'rate-limiter-flexible';
 import type { RateLimiterAbstract, RateLimiterStoreAbstract } from 'rate-limiter-flexible';
-import type { InMemoryBlocks } from './blocks.js';
 import type { RawClient } from './connect.js';
 import { StoreError, describeError } from './errors.js';
 import type { ClientKey } from './keys.js';
@@ -17,11 +16,6 @@ export interface LimiterOptions {
   points: number;
   /** Window length in seconds. */
   duration: number;
-  /**
-   * Refuse a key from this process's memory, until its window ends, once it has consumed
-   * `onConsumed` points (>= points); `blocks` bounds how many keys are held.
-   */
-  inMemoryBlock?: { onConsumed: number; blocks: InMemoryBlocks };
   /** Used instead of the store when a store call fails. */
   insuranceLimiter?: RateLimiterAbstract;
 }
@@ -33,10 +27,6 @@ export interface Decision {
   consumed: number;
   remaining: number;
   msBeforeNext: number;
-  /** Rejected from this process's in-memory block, without a store round trip. */
-  fromMemory: boolean;
-  /** The store was asked (every consume not answered from the in-memory block). */
-  roundTrip: boolean;
 }
 
 /**
@@ -48,25 +38,13 @@ export class QuotaLimiter {
   constructor(
     private readonly inner: RateLimiterStoreAbstract,
     readonly points: number,
-    private readonly inMemoryBlock?: LimiterOptions['inMemoryBlock'],
   ) {}
 
+  /**
+   * One round trip. The library's own in-memory block is not used: it holds every blocked key
+   * until its window ends, however many there are; quota/consumers.ts has a bounded one.
+   */
   async consume(key: ClientKey, points = 1): Promise<Decision> {
-    // The library's own in-memory block is not used: it holds every blocked key until its
-    // window ends, however many there are. These blocks are bounded (InMemoryBlocks).
-    const block = this.inMemoryBlock;
-    const msBlocked = block ? block.blocks.msBlocked(key, block.onConsumed) : 0;
-    if (msBlocked > 0) {
-      return {
-        allowed: false,
-        limit: this.points,
-        consumed: 0,
-        remaining: 0,
-        msBeforeNext: msBlocked,
-        fromMemory: true,
-        roundTrip: false,
-      };
-    }
     let allowed = true;
     let res: RateLimiterRes;
     try {
@@ -77,9 +55,6 @@ export class QuotaLimiter {
       }
       allowed = false;
       res = outcome;
-    }
-    if (block && res.consumedPoints >= block.onConsumed) {
-      block.blocks.block(key, res.consumedPoints, res.msBeforeNext);
     }
     return this.decision(allowed, res);
   }
@@ -101,8 +76,6 @@ export class QuotaLimiter {
       consumed: res.consumedPoints,
       remaining: allowed ? Math.max(0, this.points - res.consumedPoints) : 0,
       msBeforeNext: res.msBeforeNext,
-      fromMemory: false,
-      roundTrip: true,
     };
   }
 }
@@ -110,9 +83,6 @@ export class QuotaLimiter {
 export function buildLimiter(raw: RawClient, opts: LimiterOptions): QuotaLimiter {
   if (!Number.isInteger(opts.points) || opts.points < 0) {
     throw new RangeError(`limiter points must be a non-negative integer, got ${opts.points}`);
-  }
-  if (opts.inMemoryBlock && opts.inMemoryBlock.onConsumed < opts.points) {
-    throw new RangeError('inMemoryBlock.onConsumed must be at least the points of the limiter');
   }
   const common = {
     keyPrefix: opts.keyPrefix,
@@ -129,7 +99,7 @@ export function buildLimiter(raw: RawClient, opts: LimiterOptions): QuotaLimiter
   } else {
     inner = new RateLimiterRedis(common);
   }
-  return new QuotaLimiter(inner, opts.points, opts.inMemoryBlock);
+  return new QuotaLimiter(inner, opts.points);
 }
 
 /** The private parts of RateLimiterValkeyGlide that the reload needs. */

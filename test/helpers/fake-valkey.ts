@@ -1,11 +1,14 @@
 /**
  * Valkey's quota counters in process, for unit tests of the decider: fixed windows in a Map,
  * one per (prefix, key) and shared by every limiter of a prefix (as the real counters are),
- * behind the real QuotaLimiter; and a clock the test moves by hand.
+ * behind the real QuotaLimiter, with the lease scripts' rules on the same counters; and a
+ * clock the test moves by hand.
  */
 import { RateLimiterRes } from 'rate-limiter-flexible';
 import type { RateLimiterStoreAbstract } from 'rate-limiter-flexible';
-import type { ClientKey, LimiterOptions, Store } from '../../src/store/index.js';
+import { StoreError } from '../../src/store/index.js';
+import type { ClientKey, LeaseStore, LimiterOptions, Store } from '../../src/store/index.js';
+import type { TakeBounds } from '../../src/store/lease.js';
 import { QuotaLimiter } from '../../src/store/limiter.js';
 
 /** A clock the test moves by hand. */
@@ -17,8 +20,10 @@ export function manualClock(start = 1_000_000) {
 /** Valkey's counters in a Map: one per (prefix, key), shared by the limiters of a prefix. */
 export class FakeValkey {
   readonly counters = new Map<string, { consumed: number; endsAt: number }>();
-  /** Consumes that reached the store (not answered from an in-memory block). */
+  /** Consumes that reached the store (not answered from memory). */
   calls = 0;
+  /** Lease takes that reached the store. */
+  takes = 0;
   /** Every call fails (as a store that is down) while set. */
   failing = false;
 
@@ -30,7 +35,38 @@ export class FakeValkey {
     return c && c.endsAt > this.now() ? c.consumed : 0;
   }
 
+  /** The lease scripts (src/store/lease.ts) on the limiters' counters: `<prefix>:<key>`. */
+  readonly leases: LeaseStore = {
+    take: (key: string, want: number, limit: number, windowMs: number, bounds: TakeBounds = {}) => {
+      this.takes++;
+      if (this.failing) return Promise.reject(new StoreError('lease take failed: valkey is down'));
+      const now = this.now();
+      const need = bounds.need ?? Math.min(1, want);
+      const live = this.counters.get(key);
+      const c = live && live.endsAt > now ? live : { consumed: 0, endsAt: now + windowMs };
+      const left = limit - c.consumed;
+      if (want <= 0 || left <= 0 || left < need) {
+        const msLeft = live === c ? c.endsAt - now : 0;
+        return Promise.resolve({ granted: 0, consumed: c.consumed, msLeft });
+      }
+      const share = Math.floor(left / (bounds.divisor ?? 1));
+      const granted = Math.min(want, left, Math.max(need, share));
+      c.consumed += granted;
+      this.counters.set(key, c);
+      return Promise.resolve({ granted, consumed: c.consumed, msLeft: c.endsAt - now });
+    },
+    giveBack: (key: string, points: number) => {
+      if (this.failing) return Promise.reject(new StoreError('lease give back failed'));
+      const c = this.counters.get(key);
+      if (!c || c.endsAt <= this.now()) return Promise.resolve(0);
+      const n = Math.min(points, c.consumed);
+      c.consumed -= n;
+      return Promise.resolve(n);
+    },
+  };
+
   readonly store = {
+    leases: this.leases,
     limiter: (opts: LimiterOptions) => {
       const current = (k: ClientKey) => {
         const c = this.counters.get(`${opts.keyPrefix}:${k}`);
@@ -70,7 +106,7 @@ export class FakeValkey {
           );
         },
       } as unknown as RateLimiterStoreAbstract;
-      return new QuotaLimiter(inner, opts.points, opts.inMemoryBlock);
+      return new QuotaLimiter(inner, opts.points);
     },
   } as unknown as Store;
 }
