@@ -266,7 +266,9 @@ export class Admission {
         await charge(sender);
       }
       return invalid(
-        judged.forged ? 'event id does not match its content' : 'event id or signature does not verify',
+        judged.forged
+          ? 'event id does not match its content'
+          : 'event id or signature does not verify',
       );
     }
     let onAccepted: (() => void) | undefined;
@@ -507,7 +509,10 @@ export class Admission {
       const refused = await this.chargeSenders(conn, 'write', cost);
       if (refused !== undefined) return notOk(refused);
       ctx.metrics.frames.inc({ type: 'DUPLICATE' });
-      return { forward: false, reply: ['OK', event.id, true, 'duplicate: already have this event'] };
+      return {
+        forward: false,
+        reply: ['OK', event.id, true, 'duplicate: already have this event'],
+      };
     }
     const others = this.senders(conn).filter((identity) => identity.source !== 'ip');
     const refusedSender = await this.chargeEach(others, conn, 'write', cost);

@@ -276,7 +276,8 @@ export class NostrSession {
     this.awaitingBytes -= awaited.bytes;
     if (!accepted) return [];
     const actions: SessionAction[] = [];
-    if (duplicate && awaited.lifted) actions.push({ type: 'charge-sender', id, cost: awaited.cost });
+    if (duplicate && awaited.lifted)
+      actions.push({ type: 'charge-sender', id, cost: awaited.cost });
     if (this.settings.author === 'gateway') {
       actions.push({ type: 'claim', id, pubkey: awaited.pubkey, createdAt: awaited.createdAt });
     }
