@@ -415,6 +415,7 @@ class World {
 /** How often each path was taken: an invariant never exercised proves nothing. */
 const reached = {
   'charge-author': 0,
+  'charge-sender': 0,
   claim: 0,
   unbind: 0,
   'close-upstream': 0,

@@ -17,10 +17,13 @@ export function registerConfig(program: Command): void {
       const { stringify } = await import('yaml');
       // Throws a ConfigError naming every problem; cli.ts prints it and exits 1.
       const effective = loadGatewayConfig({ file, env: process.env });
+      const { loadPubkeyTiers } = await import('../quota/pubkey-tiers.js');
+      const listed = loadPubkeyTiers(effective.identity.pubkeyTiers).size;
       const warning = defaultSaltWarning(effective);
       const lines = [
         `# ${file}: valid. Effective configuration (file, then environment), secrets masked:`,
         ...(warning ? [`# warning: ${warning}`] : []),
+        ...(listed > 0 ? [`# identity.pubkeyTiers: ${listed} pubkeys listed`] : []),
         stringify(maskSecrets(effective)).trimEnd(),
       ];
       console.log(lines.join('\n'));

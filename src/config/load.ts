@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { setPath, valueAt } from '../util/data.js';
 import { GatewayConfigSchema } from './schema.js';
@@ -70,7 +71,17 @@ export function loadGatewayConfig(sources: ConfigSources): GatewayConfig {
   for (const [path, value] of Object.entries(sources.overrides ?? {})) {
     if (value !== undefined) set(path, value, `--set ${path}`);
   }
-  return validateGatewayConfig(merged, sources.file, origins);
+  const config = validateGatewayConfig(merged, sources.file, origins);
+  return sources.file ? withPathsFrom(path.dirname(sources.file), config) : config;
+}
+
+/** Files the configuration names, relative to its own directory (where the operator wrote it). */
+function withPathsFrom(dir: string, config: GatewayConfig): GatewayConfig {
+  const { pubkeyTiers } = config.identity;
+  const resolved = Object.fromEntries(
+    Object.entries(pubkeyTiers).map(([tier, file]) => [tier, path.resolve(dir, file)]),
+  );
+  return { ...config, identity: { ...config.identity, pubkeyTiers: resolved } };
 }
 
 /**

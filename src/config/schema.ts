@@ -42,6 +42,14 @@ const Tier = z.strictObject({
     .enum(QUOTA_MODES)
     .optional()
     .describe("This tier's mode (enforce or shadow); absent, the tier follows quotas.mode"),
+  chargeAddress: z
+    .boolean()
+    .optional()
+    .describe(
+      'Whether the writes of a pubkey listed in this tier (identity.pubkeyTiers) also pay the ' +
+        "address's quota (unset: true, they do); false lifts it once the gateway checked the key's " +
+        'signature (paid and invite-only relays, docs/NOSTR.md "Pubkey tiers")',
+    ),
 });
 export type Tier = z.infer<typeof Tier>;
 
@@ -369,6 +377,15 @@ export const GatewayConfigSchema = z
           .max(128)
           .default(64)
           .describe('IPv6 clients are one client per network of this prefix (128: per address)'),
+        pubkeyTiers: z
+          .record(z.string(), z.string().min(1))
+          .default({})
+          .describe(
+            'Tier -> file of pubkeys (one a line, hex or npub, # comments), e.g. ' +
+              '{"paid": "paid-members.txt"}: an authenticated (auth) or verified (pubkey) key ' +
+              "listed is charged by that tier; paths are relative to the configuration file's " +
+              'directory; reread on SIGHUP (a bad file keeps the running set)',
+          ),
       })
       .prefault({})
       .describe('Who a client is, for its quota'),
@@ -706,6 +723,15 @@ export const GatewayConfigSchema = z
           code: 'custom',
           path: ['quotas', 'apiKeys', key],
           message: `tier "${tier}" is not defined`,
+        });
+      }
+    }
+    for (const tier of Object.keys(cfg.identity.pubkeyTiers)) {
+      if (!cfg.quotas.tiers[tier]) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['identity', 'pubkeyTiers', tier],
+          message: `names tier "${tier}", which quotas.tiers does not define (tiers: ${Object.keys(cfg.quotas.tiers).join(', ')})`,
         });
       }
     }

@@ -276,14 +276,21 @@ function registerAdminRoutes(app: FastifyInstance, ctx: GatewayContext): void {
       const nodeId = request.query.node ?? ctx.pool.list()[0]!.id;
       if (!ctx.board.has(nodeId))
         return problem(reply, 400, 'Unknown node', `no relay node "${nodeId}"`);
+      const raw = match[2]!;
+      // A pubkey in its listed tier (identity.pubkeyTiers), else the default, as charged.
       const tier =
-        source === 'apiKey' ? ctx.policy.tierOfApiKey(match[2]!) : ctx.policy.defaultTier;
+        source === 'apiKey'
+          ? ctx.policy.tierOfApiKey(raw)
+          : source === 'pubkey' || source === 'auth'
+            ? (ctx.policy.tierOfPubkey(raw) ?? ctx.policy.defaultTier)
+            : ctx.policy.defaultTier;
       if (!tier) return problem(reply, 404, 'Unknown API key', 'this API key is not configured');
-      const identity = makeIdentity(source, match[2]!, tier, ctx.config.identity.keySalt);
+      const identity = makeIdentity(source, raw, tier, ctx.config.identity.keySalt);
       try {
         return {
           client: id,
           node: nodeId,
+          tier,
           write: await ctx.decider.usage(identity, 'write', nodeId),
           read: await ctx.decider.usage(identity, 'read', nodeId),
         };

@@ -3,7 +3,7 @@ import type { QuotaDecision } from '../quota/decider.js';
 import { NODE_BUDGET_POLICY } from '../quota/node-budget.js';
 import { SHADOW_LOG_INTERVAL_MS, shadowed } from '../quota/shadow.js';
 import { boundIdentityKeys, identityKeys } from '../quota/identity-keys.js';
-import { makeIdentity, resolveIdentity } from '../quota/policy.js';
+import { pubkeyIdentity, resolveIdentity } from '../quota/policy.js';
 import type { Identity } from '../quota/policy.js';
 import {
   nostrRejection,
@@ -95,6 +95,16 @@ type Where = Pick<ConnectionFacts, 'ip' | 'nodeId'>;
 const MAX_AWAITING_OK = 1024;
 const MAX_AWAITING_BYTES = 4 * 1024 * 1024;
 
+/** The window of failed verifications per address that ends the lift (see `liftable`). */
+const FAILED_CHECKS_WINDOW_MS = 60_000;
+
+/**
+ * How far ahead of the gateway's clock a lifted event may be dated, and how much longer than
+ * its author's window a claim on an event dated ahead is kept: a lifted replay (dated within
+ * the window) always meets the claim of its first acceptance.
+ */
+const LIFT_AHEAD_SEC = 60;
+
 function problemOf(status: number, type: string, title: string, detail: string): Problem {
   return { type: `urn:sluice:problem:${type}`, title, status, detail };
 }
@@ -112,6 +122,8 @@ function problemOf(status: number, type: string, title: string, detail: string):
 export class Admission {
   /** Frames per source address in the current second, for the most recent addresses. */
   private readonly frameRate: WindowCounters;
+  /** Events per address that were verified before charging it (a lift) and failed, per minute. */
+  private readonly failedChecks: WindowCounters;
   /** Shadow-mode refusals reach the log at most once a second, each line with its count. */
   private readonly shadowLog = new IntervalSampler(SHADOW_LOG_INTERVAL_MS);
   /** Kinds, work and costs, compiled once (nostr settings are not reloaded). */
@@ -120,11 +132,13 @@ export class Admission {
   constructor(private readonly ctx: AdmissionServices) {
     const { maxTrackedClients } = ctx.config.limits;
     this.frameRate = new WindowCounters(maxTrackedClients);
+    this.failedChecks = new WindowCounters(maxTrackedClients);
     this.eventPolicy = new EventPolicy(ctx.config.nostr);
     boundIdentityKeys(maxTrackedClients);
     ctx.metrics.countTrackedClients(() => ({
       'identity-keys': identityKeys().size,
       'frame-rate': this.frameRate.size,
+      'failed-checks': this.failedChecks.size,
       ...ctx.decider.trackedClients(),
     }));
   }
@@ -231,6 +245,9 @@ export class Admission {
     }
     const sender = this.sender(facts);
     const conn = { ip: facts.ip, nodeId: node.id };
+    const { nostr, identity, quotas } = ctx.config;
+    const charged = quotas.enabled && identity.order.includes('pubkey');
+    const lifted = charged && this.liftable(facts, event);
     const charge = async (identity: Identity): Promise<QuotaDecision | undefined> => {
       if (judged.cost === 0) return undefined;
       const decided = await ctx.decider.decide({
@@ -246,31 +263,51 @@ export class Admission {
       decision.outcome === 'error'
         ? answer(storeUnavailableProblem(), { 'retry-after': '1' })
         : answer(quotaProblem(decision), rateLimitHeaders(decision, ctx.config.quotas.headers));
-    const senderDecision = await charge(sender);
+    // A lifted event is verified first, and the address pays only if it fails or is a replay.
+    let senderDecision = lifted ? undefined : await charge(sender);
     if (senderDecision && !senderDecision.admitted) return refused(senderDecision);
-    if (judged.forged) return invalid('event id does not match its content');
-    const { nostr, identity, quotas } = ctx.config;
-    const charged = quotas.enabled && identity.order.includes('pubkey');
-    if ((charged || nostr.verify === 'always') && !verifySignature(event)) {
-      return invalid('event id or signature does not verify');
+    if (judged.forged || ((charged || nostr.verify === 'always') && !verifySignature(event))) {
+      if (lifted) {
+        this.failedChecks.consume(facts.ip, 1, FAILED_CHECKS_WINDOW_MS);
+        await charge(sender);
+      }
+      return invalid(
+        judged.forged
+          ? 'event id does not match its content'
+          : 'event id or signature does not verify',
+      );
     }
     let onAccepted: (() => void) | undefined;
-    // A replay of an event a relay accepted is the relay's to answer (duplicate), free.
-    if (charged && (await this.seen(event.id)) !== true) {
-      const authorDecision = await charge(this.author(event.pubkey));
+    let authorDecision: QuotaDecision | undefined;
+    // A replay of an event a relay accepted is the relay's to answer (duplicate): its author
+    // does not pay again, its sender does (a lifted one too).
+    const replay = charged && (await this.seen(event.id)) === true;
+    if (replay && lifted) {
+      senderDecision = await charge(sender);
+      if (senderDecision && !senderDecision.admitted) return refused(senderDecision);
+    }
+    if (charged && !replay) {
+      authorDecision = await charge(this.author(event.pubkey));
       if (authorDecision && !authorDecision.admitted) return refused(authorDecision);
-      const claim = { type: 'claim', id: event.id, pubkey: event.pubkey } as const;
+      const claim = {
+        type: 'claim',
+        id: event.id,
+        pubkey: event.pubkey,
+        createdAt: event.created_at,
+      } as const;
       onAccepted = () => {
         this.act(conn, claim).catch(() => undefined);
       };
     }
+    // The quota the answer's headers describe: the sender's, or a lifted event's author's.
+    const shown = senderDecision ?? (lifted ? authorDecision : undefined);
     const pending =
-      senderDecision && judged.cost > 0
+      shown && judged.cost > 0
         ? this.nodeBudget(sender, facts.ip, 'write', judged.cost, node.id)
         : null;
     const nodeDecision = pending ? await pending : null;
-    const headers = senderDecision
-      ? rateLimitHeaders(senderDecision, ctx.config.quotas.headers, nodeDecision ?? undefined)
+    const headers = shown
+      ? rateLimitHeaders(shown, ctx.config.quotas.headers, nodeDecision ?? undefined)
       : {};
     if (nodeDecision && !nodeDecision.admitted) {
       return nodeDecision.outcome === 'error'
@@ -363,11 +400,16 @@ export class Admission {
       case 'charge-author':
         await this.charge(this.author(action.pubkey), conn, 'write', action.cost);
         return;
+      case 'charge-sender':
+        // Only lifted events ask this, and only an address is lifted.
+        await this.charge(this.sender({ ip: conn.ip }), conn, 'write', action.cost);
+        return;
       case 'claim': {
         const windowSec = ctx.policy.limitOf(this.author(action.pubkey).tier, 'write')?.windowSec;
         if (!windowSec || ctx.decider.storeDown) return;
         try {
-          await ctx.store.kv.claim(seenKey(ctx, action.id), '1', windowSec * 1000);
+          const ms = this.claimMs(windowSec, action.createdAt);
+          await ctx.store.kv.claim(seenKey(ctx, action.id), '1', ms);
         } catch (err) {
           // Without the mark, a replay is judged as new (and its author charged again).
           if (!(err instanceof StoreError)) throw err;
@@ -407,19 +449,16 @@ export class Admission {
     const held = session.eventRefusal(event.id, bytes);
     if (held !== undefined) return notOk(held);
     const { cost } = judged;
+    const mode = session.settings.author;
+    if (mode !== 'off' && this.liftable(conn, event)) {
+      return this.liftedEvent(conn, event, judged.forged, cost, bytes);
+    }
     const refusedSender = await this.chargeSenders(conn, 'write', cost);
-    // Last, once every per-client charge admitted the event: the node's write budget.
-    const withinBudget = async (): Promise<FrameVerdict> => {
-      const refused = await this.nodeBudgetRefusal(this.sender(conn), conn, cost);
-      if (refused !== undefined) return notOk(refused);
-      session.eventForwarded(event, cost, bytes);
-      return FORWARD;
-    };
+    const withinBudget = () => this.forwardWithinBudget(conn, event, cost, bytes, false);
     if (judged.forged) {
       return this.doesNotVerify(conn, notOk('invalid: event id does not match its content'));
     }
     if (refusedSender !== undefined) return notOk(refusedSender);
-    const mode = session.settings.author;
     if (mode === 'relay') {
       // The relay checks the signature; the gateway hashes, so the pubkey the relay's OK
       // proves is the one in this frame (a twin with this id and another pubkey is a forgery).
@@ -445,6 +484,101 @@ export class Admission {
     const refusedAuthor = await this.charge(this.author(event.pubkey), conn, 'write', cost);
     if (refusedAuthor !== undefined) return notOk(refusedAuthor);
     return withinBudget();
+  }
+
+  /**
+   * An EVENT whose author is listed in a tier that lifts the address (see `liftable`): its
+   * signature is checked before anything is charged, so the address is spared only for a
+   * signature of that key. One that fails verification is charged to the senders after the
+   * fact and counted (the connection closes at nostr.maxInvalidEvents); a replay (marked
+   * seen, or answered `duplicate:` by the relay) is charged to the senders too; the rest
+   * pays the author's tier and any sender that is not the address (an AUTH pubkey).
+   */
+  private async liftedEvent(
+    conn: ConnectionFacts,
+    event: Event,
+    forged: boolean,
+    cost: number,
+    bytes: number,
+  ): Promise<FrameVerdict> {
+    const { ctx } = this;
+    const mode = conn.session.settings.author;
+    const notOk = (message: string): FrameVerdict => ({
+      forward: false,
+      reply: ['OK', event.id, false, message],
+    });
+    if (forged || !verifySignature(event)) {
+      this.failedChecks.consume(conn.ip, 1, FAILED_CHECKS_WINDOW_MS);
+      await this.chargeSenders(conn, 'write', cost);
+      return this.doesNotVerify(conn, notOk('invalid: event id or signature does not verify'));
+    }
+    if (mode === 'gateway' && (await this.seen(event.id)) === true) {
+      const refused = await this.chargeSenders(conn, 'write', cost);
+      if (refused !== undefined) return notOk(refused);
+      ctx.metrics.frames.inc({ type: 'DUPLICATE' });
+      return {
+        forward: false,
+        reply: ['OK', event.id, true, 'duplicate: already have this event'],
+      };
+    }
+    const others = this.senders(conn).filter((identity) => identity.source !== 'ip');
+    const refusedSender = await this.chargeEach(others, conn, 'write', cost);
+    if (refusedSender !== undefined) return notOk(refusedSender);
+    const refusedAuthor =
+      mode === 'relay'
+        ? this.authorKnownOverLimit(conn, event.pubkey)
+        : await this.charge(this.author(event.pubkey), conn, 'write', cost);
+    if (refusedAuthor !== undefined) return notOk(refusedAuthor);
+    return this.forwardWithinBudget(conn, event, cost, bytes, true);
+  }
+
+  /**
+   * Last, once every per-client charge admitted the event: the node's write budget, then the
+   * event is forwarded (`lifted`: without the address's charge, see NostrSession).
+   */
+  private async forwardWithinBudget(
+    conn: ConnectionFacts,
+    event: Event,
+    cost: number,
+    bytes: number,
+    lifted: boolean,
+  ): Promise<FrameVerdict> {
+    const refused = await this.nodeBudgetRefusal(this.sender(conn), conn, cost);
+    if (refused !== undefined) return { forward: false, reply: ['OK', event.id, false, refused] };
+    conn.session.eventForwarded(event, cost, bytes, lifted);
+    return FORWARD;
+  }
+
+  /**
+   * Whether an EVENT may go in without charging the address, decided before anything is
+   * charged: its pubkey is listed in a tier with chargeAddress false (one Map lookup); it is
+   * dated within its author's write window (and at most LIFT_AHEAD_SEC ahead), so that a
+   * replay of it meets the claim its first acceptance left (older events pay the address as
+   * any); the sender is the address (an API key is charged as ever); and fewer than
+   * nostr.maxInvalidEvents such events from this address failed verification this minute
+   * (past that, its events pay the address first, as any: verifying is work, and unpaid).
+   */
+  private liftable(facts: SenderFacts, event: Event): boolean {
+    const { policy, config } = this.ctx;
+    if (!policy.liftsAddress(event.pubkey)) return false;
+    const windowSec = policy.limitOf(this.author(event.pubkey).tier, 'write')?.windowSec ?? 0;
+    const age = Math.floor(Date.now() / 1000) - event.created_at;
+    return (
+      age <= windowSec &&
+      age >= -LIFT_AHEAD_SEC &&
+      this.sender(facts).source === 'ip' &&
+      this.failedChecks.peek(facts.ip) < config.nostr.maxInvalidEvents
+    );
+  }
+
+  /**
+   * How long a claim on an accepted event lasts: its author's window, and as much longer as
+   * the event is dated ahead (at most LIFT_AHEAD_SEC), so that it covers every replay dated
+   * within the window of now.
+   */
+  private claimMs(windowSec: number, createdAt: number): number {
+    const ahead = Math.min(Math.max(createdAt - Math.floor(Date.now() / 1000), 0), LIFT_AHEAD_SEC);
+    return (windowSec + ahead) * 1000;
   }
 
   /**
@@ -487,9 +621,9 @@ export class Admission {
     return judged.admitted ? undefined : nostrRejection(judged);
   }
 
+  /** A verified author, in the tier identity.pubkeyTiers lists it in (else the default). */
   private author(pubkey: string): Identity {
-    const { policy, config } = this.ctx;
-    return makeIdentity('pubkey', pubkey, policy.defaultTier, config.identity.keySalt);
+    return pubkeyIdentity('pubkey', pubkey, this.ctx.policy, this.ctx.config.identity.keySalt);
   }
 
   /**
@@ -508,30 +642,44 @@ export class Admission {
     }
   }
 
-  /**
-   * Charge every identity that sends on this connection: its API key or address, and the
-   * pubkey it authenticated as (`auth` in identity.order), which adds a charge and never
-   * replaces the address's (a key costs nothing to mint). The first refusal stops.
-   */
-  private async chargeSenders(
+  /** Charge every identity that sends on this connection (see `senders`). */
+  private chargeSenders(
     conn: ConnectionFacts,
     cls: 'write' | 'read',
     cost: number,
   ): Promise<string | undefined> {
-    for (const identity of this.senders(conn)) {
+    return this.chargeEach(this.senders(conn), conn, cls, cost);
+  }
+
+  /** Charge each identity in turn; the first refusal stops. */
+  private async chargeEach(
+    identities: Identity[],
+    conn: Where,
+    cls: 'write' | 'read',
+    cost: number,
+  ): Promise<string | undefined> {
+    for (const identity of identities) {
       const refused = await this.charge(identity, conn, cls, cost);
       if (refused !== undefined) return refused;
     }
     return undefined;
   }
 
-  /** The identities charged for each write and read of a connection, in charge order. */
+  /**
+   * The identities charged for each write and read of a connection, in charge order: its
+   * API key or address, and the pubkey it authenticated as (`auth` in identity.order, in
+   * the tier identity.pubkeyTiers lists it in), which adds a charge and never replaces the
+   * address's (a key costs nothing to mint), unless its tier lifts the address
+   * (chargeAddress false: the operator listed the key, and the gateway checked its AUTH).
+   */
   senders(conn: ConnectionFacts): Identity[] {
-    const { order, keySalt } = this.ctx.config.identity;
+    const { policy, config } = this.ctx;
+    const { order, keySalt } = config.identity;
     const base = this.sender(conn);
     const pubkey = conn.session.authPubkey;
     if (pubkey === undefined || !order.includes('auth')) return [base];
-    return [base, makeIdentity('auth', pubkey, this.ctx.policy.defaultTier, keySalt)];
+    const auth = pubkeyIdentity('auth', pubkey, policy, keySalt);
+    return base.source === 'ip' && policy.liftsAddress(pubkey) ? [auth] : [base, auth];
   }
 
   /**

@@ -7,6 +7,7 @@ import { MultiplierBoard } from '../pressure/follower/board.js';
 import { QuotaDecider } from '../quota/decider.js';
 import { workerCount } from './cluster-messages.js';
 import { Policy } from '../quota/policy.js';
+import { loadPubkeyTiers } from '../quota/pubkey-tiers.js';
 import { createStore, parseNodeAddress } from '../store/index.js';
 import { Admission } from './admission.js';
 import { buildAdminApp } from './admin.js';
@@ -27,7 +28,10 @@ export interface RunningGateway {
   injectAdmin(request: AdminRequest): Promise<AdminResponse>;
   /** The registry /metrics shows, for prom-client's cluster aggregator. */
   metricsRegistry: Registry;
-  /** Apply a reloaded configuration: policy, tiers, allow-list (listeners and Valkey stay). */
+  /**
+   * Apply a reloaded configuration: policy, tiers, allow-list, pubkey tiers (listeners and
+   * Valkey stay). Throws, applying nothing, when a pubkey file does not read.
+   */
   reload(config: GatewayConfig): void;
   /** Stop accepting, close WebSockets with 1001, finish in-flight requests, close Valkey. */
   close(): Promise<void>;
@@ -83,8 +87,11 @@ export async function buildGateway(
   // Once per process, before anything that would need closing: libsecp256k1 in WebAssembly
   // checks signatures from the first frame on.
   await initSignatureVerifier();
+  // Before Valkey: a bad pubkey file is a configuration error (file and line) at start.
+  const pubkeyTiers = loadPubkeyTiers(config.identity.pubkeyTiers);
   const store = await createStore(storeOptions);
   const policy = new Policy(config.quotas);
+  policy.setPubkeyTiers(pubkeyTiers);
   const board = new MultiplierBoard(config.upstreams.map((u) => u.id));
   const pool = new UpstreamPool(config.upstreams, config.routing, config.healthCheck, log, {
     headroom: (id) => board.headroom(id),
@@ -184,12 +191,15 @@ export async function startGateway(
       log.error({ err, where }, 'internal error caught by the last-resort handler');
     },
     reload(next) {
+      // First: a bad file throws here, and the running configuration stays whole.
+      const pubkeyTiers = loadPubkeyTiers(next.identity.pubkeyTiers);
       ctx.config = {
         ...ctx.config,
         quotas: next.quotas,
         identity: { ...next.identity, keySalt: ctx.config.identity.keySalt },
       };
       ctx.policy.reload(next.quotas);
+      ctx.policy.setPubkeyTiers(pubkeyTiers);
       ctx.decider.reload(next.quotas);
     },
     async close() {

@@ -53,8 +53,16 @@ export type SessionAction =
   | { type: 'withhold' }
   /** Charge the author of event `id` its cost (the relay accepted it, or may have). */
   | { type: 'charge-author'; id: string; pubkey: string; cost: number }
-  /** Mark `id` seen for its author's window: the relay accepted this exact event. */
-  | { type: 'claim'; id: string; pubkey: string }
+  /**
+   * Charge the connection's address the cost of event `id`: it went in without paying the
+   * address (its author's tier lifts it) and the relay answered `duplicate:`, a replay.
+   */
+  | { type: 'charge-sender'; id: string; cost: number }
+  /**
+   * Mark `id` seen for its author's window (longer for an event dated ahead, see
+   * Admission.claimMs): the relay accepted this exact event.
+   */
+  | { type: 'claim'; id: string; pubkey: string; createdAt: number }
   /** The relay refused the AUTH event that bound `pubkey`: it no longer identifies anyone. */
   | { type: 'unbind'; pubkey: string }
   /** Send the relay `["CLOSE", subId]`: the gateway no longer counts that subscription. */
@@ -70,10 +78,13 @@ export type AuthVerdict =
 
 interface Awaited {
   pubkey: string;
+  createdAt: number;
   cost: number;
   bytes: number;
   /** Kept under `relay` to verify before a pessimistic charge; dropped otherwise. */
   event?: Event;
+  /** Forwarded without charging the address (a lifting tier): a duplicate charges it. */
+  lifted?: boolean;
 }
 
 /** The relay's messages the session follows, by their heads (never a full parse of EVENTs). */
@@ -232,11 +243,21 @@ export class NostrSession {
   /**
    * An EVENT went to the relay: its author is charged (`relay`) or its id claimed (`gateway`)
    * on the relay's OK. `event` must be hashed by the gateway (its id is its content's hash).
+   * `lifted`: the address was not charged (its verified author's tier lifts it), so a
+   * `duplicate:` answer charges it then: a replay costs the replayer.
    */
-  eventForwarded(event: Event, cost: number, bytes: number): void {
+  eventForwarded(event: Event, cost: number, bytes: number, lifted = false): void {
     if (this.settings.author === 'off') return;
     const keep = this.settings.author === 'relay' ? event : undefined;
-    this.awaiting.set(event.id, { pubkey: event.pubkey, cost, bytes, event: keep });
+    const awaited: Awaited = {
+      pubkey: event.pubkey,
+      createdAt: event.created_at,
+      cost,
+      bytes,
+      event: keep,
+    };
+    if (lifted) awaited.lifted = true;
+    this.awaiting.set(event.id, awaited);
     this.awaitingBytes += bytes;
   }
 
@@ -289,10 +310,17 @@ export class NostrSession {
     this.awaiting.delete(id);
     this.awaitingBytes -= awaited.bytes;
     if (!accepted) return [];
-    if (this.settings.author === 'gateway') return [{ type: 'claim', id, pubkey: awaited.pubkey }];
-    // A duplicate was charged when the relay first stored it.
-    if (duplicate) return [];
-    return [{ type: 'charge-author', id, pubkey: awaited.pubkey, cost: awaited.cost }];
+    const actions: SessionAction[] = [];
+    if (duplicate && awaited.lifted)
+      actions.push({ type: 'charge-sender', id, cost: awaited.cost });
+    if (this.settings.author === 'gateway') {
+      actions.push({ type: 'claim', id, pubkey: awaited.pubkey, createdAt: awaited.createdAt });
+    }
+    // A duplicate's author was charged when the relay first stored it.
+    else if (!duplicate) {
+      actions.push({ type: 'charge-author', id, pubkey: awaited.pubkey, cost: awaited.cost });
+    }
+    return actions;
   }
 
   private subscriptionClosed(rawId: string): SessionAction[] {

@@ -9,6 +9,7 @@ import type {
 } from '../config/schema.js';
 import type { ClientKey } from '../store/keys.js';
 import { identityKeys } from './identity-keys.js';
+import type { PubkeyTierMap } from './pubkey-tiers.js';
 
 type QuotaSettings = GatewayConfig['quotas'];
 
@@ -35,7 +36,7 @@ function deniedPrefixes(paths: readonly string[]): string[] {
 }
 
 /**
- * Tiers, API keys, routes and the allow-list. Mutable at runtime (admin endpoint, SIGHUP),
+ * Tiers, API keys, pubkey tiers, routes and the allow-list. Mutable at runtime (admin endpoint, SIGHUP),
  * so callers read it per request and never cache its answers.
  */
 export class Policy {
@@ -46,6 +47,8 @@ export class Policy {
   private denied: string[];
   /** quotas.mode, or what the admin endpoint set since. */
   private globalMode: QuotaMode;
+  /** identity.pubkeyTiers as read from its files: pubkey (lowercase hex) -> tier. */
+  private pubkeys: PubkeyTierMap = new Map();
 
   constructor(settings: QuotaSettings) {
     this.settings = settings;
@@ -92,6 +95,31 @@ export class Policy {
     const keys = this.settings.apiKeys;
     const direct = Object.hasOwn(keys, apiKey) ? keys[apiKey] : undefined;
     return direct ?? keys[`sha256:${createHash('sha256').update(apiKey).digest('hex')}`];
+  }
+
+  /** Replace the pubkey tiers (read at start and on SIGHUP from identity.pubkeyTiers). */
+  setPubkeyTiers(pubkeys: PubkeyTierMap): void {
+    this.pubkeys = pubkeys;
+  }
+
+  /** The tier a pubkey (lowercase hex, as events carry it) is listed in, if any. */
+  tierOfPubkey(pubkey: string): string | undefined {
+    const tier = this.pubkeys.get(pubkey);
+    return tier !== undefined && Object.hasOwn(this.tiers, tier) ? tier : undefined;
+  }
+
+  /**
+   * Whether a pubkey is listed in a tier that lifts the address quota (chargeAddress false):
+   * once the gateway checked a signature of that key, its writes do not pay the address.
+   */
+  liftsAddress(pubkey: string): boolean {
+    const tier = this.tierOfPubkey(pubkey);
+    return tier !== undefined && this.tiers[tier]!.chargeAddress === false;
+  }
+
+  /** Pubkeys listed in identity.pubkeyTiers. */
+  get listedPubkeys(): number {
+    return this.pubkeys.size;
   }
 
   get defaultTier(): string {
@@ -217,13 +245,23 @@ export function resolveIdentity(
       const tier = policy.tierOfApiKey(candidates.apiKey);
       if (tier) return makeIdentity(source, candidates.apiKey, tier, salt);
     } else if (source === 'pubkey' && candidates.verifiedPubkey) {
-      return makeIdentity(source, candidates.verifiedPubkey, policy.defaultTier, salt);
+      return pubkeyIdentity(source, candidates.verifiedPubkey, policy, salt);
     } else if (source === 'auth' && candidates.authPubkey) {
-      return makeIdentity(source, candidates.authPubkey, policy.defaultTier, salt);
+      return pubkeyIdentity(source, candidates.authPubkey, policy, salt);
     } else if (source === 'ip') {
       break;
     }
   }
   // The IP is always known: it is the identity of last resort even when not in the order.
   return makeIdentity('ip', candidates.ip, policy.defaultTier, salt);
+}
+
+/** A verified (`pubkey`) or authenticated (`auth`) key, in its listed tier or the default. */
+export function pubkeyIdentity(
+  source: 'pubkey' | 'auth',
+  pubkey: string,
+  policy: Policy,
+  salt: string,
+): Identity {
+  return makeIdentity(source, pubkey, policy.tierOfPubkey(pubkey) ?? policy.defaultTier, salt);
 }

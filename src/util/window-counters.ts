@@ -40,6 +40,12 @@ export class WindowCounters<K extends string = string> {
     return { consumed: points, msBeforeNext: windowMs };
   }
 
+  /** Points consumed in the key's running window (0 when none runs); the key stays as recent as it was. */
+  peek(key: K): number {
+    const window = this.windows.peek(key);
+    return window && window.endsAt > this.now() ? window.consumed : 0;
+  }
+
   /** Keys held now (ended windows included until they are replaced or evicted). */
   get size(): number {
     return this.windows.size;

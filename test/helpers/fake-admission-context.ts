@@ -51,6 +51,11 @@ export class ScriptedDecider {
     return Promise.resolve(decision);
   }
 
+  /** No in-memory blocks here: every charge is asked of the script. */
+  knownOverLimit(): QuotaDecision | null {
+    return null;
+  }
+
   /** Node budgets are not scripted here: nothing is charged to them (test/node-budget*). */
   chargesNode(): boolean {
     return false;
