@@ -10,9 +10,10 @@ import {
   RELAY_INFO_TIMEOUT_MS,
   RelayInfoSource,
   relayInfoAnswer,
+  relayInfoFetcher,
   wantsRelayInfo,
 } from './relay-info.js';
-import { UPSTREAM_POOL, boundedBody } from './upstream-io.js';
+import { boundedBody, upstreamDispatcher } from './upstream-io.js';
 
 function sendProblem(reply: FastifyReply, problem: Problem, headers: Record<string, string> = {}) {
   return reply.code(problem.status).headers(headers).type('application/problem+json').send(problem);
@@ -24,8 +25,11 @@ function sendProblem(reply: FastifyReply, problem: Problem, headers: Record<stri
  */
 export async function registerHttpProxy(app: FastifyInstance, ctx: GatewayContext): Promise<void> {
   const { limits } = ctx.config;
+  const dispatcher = upstreamDispatcher();
+  // reply-from leaves a dispatcher it was given open: destroyed once the app has closed.
+  app.addHook('onClose', async () => dispatcher.destroy());
   await app.register(replyFrom, {
-    undici: UPSTREAM_POOL,
+    undici: dispatcher,
     disableRequestLogging: !ctx.config.logging.requests,
   });
 
@@ -35,7 +39,9 @@ export async function registerHttpProxy(app: FastifyInstance, ctx: GatewayContex
     done(null, payload.pipe(boundedBody(limits.maxBodyBytes)));
   });
 
-  const relayInfo = new RelayInfoSource(Math.min(RELAY_INFO_TIMEOUT_MS, limits.upstreamTimeoutMs));
+  const relayInfo = new RelayInfoSource(
+    relayInfoFetcher(dispatcher, Math.min(RELAY_INFO_TIMEOUT_MS, limits.upstreamTimeoutMs)),
+  );
   const handler = async (request: FastifyRequest, reply: FastifyReply) => {
     // An event written over HTTP is read whole (bounded by maxBodyBytes) and judged as one.
     const eventBody = carriesEvent(ctx, request)
@@ -70,7 +76,8 @@ export async function registerHttpProxy(app: FastifyInstance, ctx: GatewayContex
     }
     // NIP-11: the relay's document with the gateway's limits, admitted as any read.
     if (wantsRelayInfo(request.method, request.headers)) {
-      const info = await relayInfoAnswer(ctx, relayInfo, verdict);
+      const info = await relayInfoAnswer(ctx, relayInfo, verdict, clientGone(reply));
+      if (!info) return reply; // the client went away: nothing to answer
       if (info.status !== 200) return sendProblem(reply, info.problem, info.headers);
       return reply.code(200).headers(info.headers).send(info.body);
     }
@@ -78,6 +85,15 @@ export async function registerHttpProxy(app: FastifyInstance, ctx: GatewayContex
   };
   app.all('/', handler);
   app.all('/*', handler);
+}
+
+/** Aborts when the client's connection closes before its answer is sent (or has already). */
+function clientGone(reply: FastifyReply): AbortSignal {
+  const gone = new AbortController();
+  const res = reply.raw;
+  if (res.destroyed) gone.abort();
+  else res.once('close', () => res.writableFinished || gone.abort());
+  return gone.signal;
 }
 
 function carriesEvent(ctx: GatewayContext, request: FastifyRequest): boolean {

@@ -1,11 +1,13 @@
 /**
  * NIP-11 through the gateway: a GET with `Accept: application/nostr+json` is answered with
- * the relay's information document, fetched (bounded in bytes and time, cached a few seconds
- * per relay node and path, whatever the query; at most RELAY_INFO_MAX_FETCHES at once) and
+ * the relay's information document, fetched through the node's upstream pool (bounded in
+ * bytes and time, cached a few seconds per relay node and path, whatever the query; at most
+ * RELAY_INFO_MAX_FETCHES at once; cancelled once every client waiting for it has gone) and
  * merged with the gateway's own limits.
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { LRUCache } from 'lru-cache';
+import type { Dispatcher } from 'undici';
 import type { Problem } from '../quota/responses.js';
 import type { GatewayContext } from './context.js';
 import { mergeRelayInfo } from '../nostr/relay-info-document.js';
@@ -43,56 +45,134 @@ export function wantsRelayInfo(method: string, headers: IncomingHttpHeaders): bo
 }
 
 /** A relay's document and its CORS headers, or why it could not be had. */
-type Fetched =
+export type Fetched =
   | { ok: true; doc: Record<string, unknown>; cors: Record<string, string> }
-  | { ok: false; reason: string; busy?: boolean };
+  | { ok: false; reason: string; busy?: boolean; gone?: boolean };
+
+/** Fetches `url`'s document; gives up (a failure) once `cancel` aborts. */
+export type RelayInfoFetcher = (url: string, cancel: AbortSignal) => Promise<Fetched>;
 
 class RelayInfoFailure extends Error {}
 
-/** Fetches per relay node and path, shared while in flight and reused while fresh. */
+/** One fetch, shared by the clients waiting for it. */
+interface Shared {
+  readonly result: Promise<Fetched>;
+  readonly cancel: AbortController;
+  /** Clients still waiting for it: the last to leave before it ends cancels it. */
+  waiters: number;
+  settled: boolean;
+}
+
+const GONE: Fetched = { ok: false, gone: true, reason: 'the client went away' };
+
+/**
+ * Fetches per relay node and path, shared while in flight and reused while fresh. A fetch
+ * nobody waits for any more (every client that asked has gone) is cancelled, so a client that
+ * asks and leaves costs the relay a request cut short, not one served.
+ */
 export class RelayInfoSource {
-  private readonly cache = new LRUCache<string, Promise<Fetched>>({
+  private readonly cache = new LRUCache<string, Shared>({
     max: CACHE_ENTRIES,
     ttl: RELAY_INFO_CACHE_MS,
   });
 
   private inFlight = 0;
 
-  constructor(private readonly timeoutMs: number) {}
+  constructor(private readonly fetcher: RelayInfoFetcher) {}
 
-  /** `url` without its query: the document is the relay's, whatever a client appends. */
-  get(url: string): Promise<Fetched> {
-    let entry = this.cache.get(url);
-    if (!entry) {
+  /**
+   * `url` without its query: the document is the relay's, whatever a client appends.
+   * `client` aborts when the asking client goes; it is then answered GONE at once.
+   */
+  get(url: string, client: AbortSignal): Promise<Fetched> {
+    if (client.aborted) return Promise.resolve(GONE);
+    let shared = this.cache.get(url);
+    if (!shared) {
       if (this.inFlight >= RELAY_INFO_MAX_FETCHES) {
         return Promise.resolve({ ok: false, busy: true, reason: 'too many fetches in flight' });
       }
-      this.inFlight++;
-      const fetching = fetchRelayInfo(url, this.timeoutMs).finally(() => this.inFlight--);
-      this.cache.set(url, fetching);
+      shared = this.start(url);
+    }
+    return shared.settled ? shared.result : this.wait(url, shared, client);
+  }
+
+  private start(url: string): Shared {
+    this.inFlight++;
+    const cancel = new AbortController();
+    const result = this.fetcher(url, cancel.signal);
+    const shared: Shared = { result, cancel, waiters: 0, settled: false };
+    this.cache.set(url, shared);
+    void result.then((fetched) => {
+      shared.settled = true;
+      this.inFlight--;
       // A failure is remembered for a second only: long enough to spare a struggling relay
       // a flood of fetches, short enough not to outlast a restart.
-      void fetching.then((fetched) => {
-        if (!fetched.ok && this.cache.get(url) === fetching) {
-          this.cache.set(url, fetching, { ttl: FAILURE_CACHE_MS });
+      if (!fetched.ok && this.cache.peek(url) === shared) {
+        this.cache.set(url, shared, { ttl: FAILURE_CACHE_MS });
+      }
+    });
+    return shared;
+  }
+
+  private wait(url: string, shared: Shared, client: AbortSignal): Promise<Fetched> {
+    shared.waiters++;
+    return new Promise((resolve) => {
+      const leave = () => {
+        shared.waiters--;
+        if (shared.waiters === 0 && !shared.settled) {
+          // Forgotten first: whoever asks next starts a fetch of their own.
+          if (this.cache.peek(url) === shared) this.cache.delete(url);
+          shared.cancel.abort();
         }
+        resolve(GONE);
+      };
+      client.addEventListener('abort', leave, { once: true });
+      void shared.result.then((fetched) => {
+        if (client.aborted) return;
+        client.removeEventListener('abort', leave);
+        shared.waiters--;
+        resolve(fetched);
       });
-      entry = fetching;
-    }
-    return entry;
+    });
   }
 }
 
-async function fetchRelayInfo(url: string, timeoutMs: number): Promise<Fetched> {
+/**
+ * Fetches through `dispatcher`, the undici pool the gateway proxies HTTP to its relay nodes
+ * with: a document costs a request on the node's pooled connections, not a connection of its
+ * own. Bounded in bytes and in time (the whole document within `timeoutMs`).
+ */
+export function relayInfoFetcher(dispatcher: Dispatcher, timeoutMs: number): RelayInfoFetcher {
+  return (url, cancel) => fetchRelayInfo(dispatcher, url, timeoutMs, cancel);
+}
+
+async function fetchRelayInfo(
+  dispatcher: Dispatcher,
+  url: string,
+  timeoutMs: number,
+  cancel: AbortSignal,
+): Promise<Fetched> {
+  // One signal for the request: aborted by the deadline or by the last waiter leaving.
+  const abort = new AbortController();
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    abort.abort();
+  }, timeoutMs);
+  const onCancel = () => abort.abort();
+  cancel.addEventListener('abort', onCancel, { once: true });
   try {
-    const res = await fetch(url, {
+    const { origin, pathname, search } = new URL(url);
+    const res = await dispatcher.request({
+      origin,
+      path: pathname + search,
+      method: 'GET',
       headers: { accept: 'application/nostr+json' },
-      signal: AbortSignal.timeout(timeoutMs),
-      redirect: 'error',
+      signal: abort.signal,
     });
-    if (!res.ok) {
-      await res.body?.cancel();
-      throw new RelayInfoFailure(`the relay answered ${res.status}`);
+    if (res.statusCode < 200 || res.statusCode > 299) {
+      res.body.destroy();
+      throw new RelayInfoFailure(`the relay answered ${res.statusCode}`);
     }
     const text = await boundedText(res, RELAY_INFO_MAX_BYTES);
     let doc: unknown;
@@ -105,36 +185,39 @@ async function fetchRelayInfo(url: string, timeoutMs: number): Promise<Fetched> 
       throw new RelayInfoFailure('the relay sent a document that is not a JSON object');
     }
     const cors: Record<string, string> = {};
-    res.headers.forEach((value, name) => {
-      if (name.startsWith('access-control-')) cors[name] = value;
-    });
+    for (const [name, value] of Object.entries(res.headers)) {
+      if (name.startsWith('access-control-') && value !== undefined) {
+        cors[name] = Array.isArray(value) ? value.join(', ') : value;
+      }
+    }
     return { ok: true, doc: doc as Record<string, unknown>, cors };
   } catch (err) {
     if (err instanceof RelayInfoFailure) return { ok: false, reason: err.message };
-    const cause = (err as { cause?: unknown }).cause;
-    const timedOut = [err, cause].some((e) => e instanceof Error && e.name === 'TimeoutError');
-    return {
-      ok: false,
-      reason: timedOut
-        ? `the relay did not answer within ${timeoutMs} ms`
-        : 'the relay could not be reached',
-    };
+    if (timedOut) return { ok: false, reason: `the relay did not answer within ${timeoutMs} ms` };
+    if (cancel.aborted) return GONE;
+    return { ok: false, reason: 'the relay could not be reached' };
+  } finally {
+    clearTimeout(timer);
+    cancel.removeEventListener('abort', onCancel);
   }
 }
 
-/** The body as text, abandoned past `max` bytes. */
-async function boundedText(res: Response, max: number): Promise<string> {
-  const declared = Number(res.headers.get('content-length') ?? 0);
+/** The body as text, abandoned (its connection dropped) past `max` bytes. */
+async function boundedText(res: Dispatcher.ResponseData, max: number): Promise<string> {
+  const declared = Number(res.headers['content-length'] ?? 0);
   if (declared > max) {
-    await res.body?.cancel();
+    res.body.destroy();
     throw new RelayInfoFailure(`the relay's document exceeds ${max} bytes`);
   }
-  const chunks: Uint8Array[] = [];
+  const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of res.body ?? []) {
-    size += (chunk as Uint8Array).byteLength;
-    if (size > max) throw new RelayInfoFailure(`the relay's document exceeds ${max} bytes`);
-    chunks.push(chunk);
+  for await (const chunk of res.body) {
+    size += (chunk as Buffer).byteLength;
+    if (size > max) {
+      res.body.destroy();
+      throw new RelayInfoFailure(`the relay's document exceeds ${max} bytes`);
+    }
+    chunks.push(chunk as Buffer);
   }
   return Buffer.concat(chunks).toString('utf8');
 }
@@ -163,13 +246,18 @@ function currentQuotas(
   return out;
 }
 
-/** The merged document for an admitted NIP-11 request, or a 502 naming what failed. */
+/**
+ * The merged document for an admitted NIP-11 request, or a 502 naming what failed; undefined
+ * once `client` has aborted (the client went away: nobody to answer).
+ */
 export async function relayInfoAnswer(
   ctx: GatewayContext,
   source: RelayInfoSource,
   route: ForwardRoute,
-): Promise<RelayInfoAnswer> {
-  const fetched = await source.get(route.node.url + route.target.forward.split('?')[0]!);
+  client: AbortSignal,
+): Promise<RelayInfoAnswer | undefined> {
+  const fetched = await source.get(route.node.url + route.target.forward.split('?')[0]!, client);
+  if (!fetched.ok && fetched.gone) return undefined;
   if (!fetched.ok && fetched.busy) {
     return {
       status: 503,

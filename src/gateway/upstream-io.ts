@@ -1,8 +1,18 @@
 /** What every proxy in front of the relays shares: its upstream pool, its body bound and blame. */
 import { Transform } from 'node:stream';
+import { Agent } from 'undici';
 
 /** The upstream connection pool (undici) each proxy keeps per relay node. */
 export const UPSTREAM_POOL = { connections: 128, pipelining: 1, keepAliveTimeout: 30_000 };
+
+/**
+ * The gateway's one dispatcher to its relay nodes (a pool of UPSTREAM_POOL per node): proxied
+ * requests and the gateway's own (NIP-11 fetches) share it, so neither opens connections
+ * outside the node's pool.
+ */
+export function upstreamDispatcher(): Agent {
+  return new Agent(UPSTREAM_POOL);
+}
 
 /** Error codes the gateway gives to failures a client caused on the way to a relay. */
 export const BODY_TOO_LARGE = 'SLUICE_BODY_TOO_LARGE';

@@ -14,8 +14,12 @@ export interface ConnectionInfo {
 /** Bytes buffered towards one side before the other side is paused. */
 const HIGH_WATER = 1024 * 1024;
 const LOW_WATER = 256 * 1024;
-/** A client closed for not reading gets this long to take its close frame before it is cut. */
-const SLOW_CLOSE_GRACE_MS = 1000;
+/**
+ * A client the gateway closes for not reading, or moves off a node (pressure.drain), gets
+ * this long to take its close frame and answer it before it is cut: ws alone would hold the
+ * socket, and the bytes buffered for it, 30 s for a client that never reads.
+ */
+const CLOSE_GRACE_MS = 1000;
 /**
  * How long the relay socket outlives the client's while events still await the relay's OK
  * (their charges are settled on it); past this the relay socket closes and what is left is
@@ -166,6 +170,7 @@ export class ProxiedConnection implements Drainable {
     // Read again, or the client's answering close frame would sit unread and the closing
     // handshake would last until ws's timeout; nothing read now is decided (closed).
     this.client.resume();
+    this.cutAfterGrace();
   }
 
   private enqueue(data: RawData, isBinary: boolean): void {
@@ -266,10 +271,15 @@ export class ProxiedConnection implements Drainable {
   private closeSlowClient(): void {
     this.ctx.metrics.slowClients.inc({ action: 'closed' });
     this.closeBoth(1008, 'the client does not read what it is sent', 'gateway');
+    this.cutAfterGrace();
+  }
+
+  /** After a close the gateway started: cut the client if it has not completed it in time. */
+  private cutAfterGrace(): void {
     const client = this.client;
     setTimeout(() => {
       if (client.readyState !== client.CLOSED) client.terminate();
-    }, SLOW_CLOSE_GRACE_MS).unref();
+    }, CLOSE_GRACE_MS).unref();
   }
 
   private toUpstream(data: Buffer): void {

@@ -176,3 +176,26 @@ export async function inBatches<T, R>(
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
   return results;
 }
+
+/**
+ * Whether some process still holds the TCP connection from local port `serverPort` to peer
+ * port `peerPort` (Linux /proc/net/tcp*: a row with an inode; a socket its process closed is
+ * gone, or orphaned with inode 0 while the kernel finishes it). Reads this network namespace.
+ */
+export function connectionHeld(serverPort: number, peerPort: number): boolean {
+  for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch {
+      continue;
+    }
+    for (const line of text.split('\n').slice(1)) {
+      const f = line.trim().split(/\s+/);
+      if (f.length < 10) continue;
+      const port = (addr: string) => parseInt(addr.slice(addr.lastIndexOf(':') + 1), 16);
+      if (port(f[1]!) === serverPort && port(f[2]!) === peerPort && f[9] !== '0') return true;
+    }
+  }
+  return false;
+}

@@ -6,6 +6,10 @@ export interface RecordedRequest {
   method: string;
   url: string;
   headers: http.IncomingHttpHeaders;
+  /** The gateway's port on the connection it came on (a reused connection keeps it). */
+  remotePort?: number;
+  /** Its connection closed before it was answered (the gateway gave up on it). */
+  abandoned?: boolean;
 }
 
 /**
@@ -13,14 +17,17 @@ export interface RecordedRequest {
  * but the health checks is recorded, and requests whose body is still arriving are counted
  * (until the body ends or the connection drops). Answers 200 once the body has ended, with
  * `x-hop` named in its Connection header (a hop-by-hop header the gateway must not pass on),
- * except under /hang, never answered, /huge (a JSON document that does not end) and /not-json
- * (HTML); WebSocket upgrades are accepted and echo.
+ * except under /hang, never answered, /held (answered once the test calls release()), /huge
+ * (a JSON document that does not end) and /not-json (HTML); WebSocket upgrades are accepted
+ * and echo. A request whose connection closes before its answer is marked abandoned.
  */
 export class RecordingUpstream {
   readonly requests: RecordedRequest[] = [];
   /** Requests whose body has neither ended nor been cut off by a closed connection. */
   bodiesInProgress = 0;
   private readonly wss = new WebSocketServer({ noServer: true });
+  /** Requests under /held, answered by release(). */
+  private held: (() => void)[] = [];
 
   private constructor(readonly server: http.Server) {
     server.on('request', (req, res) => this.handle(req, res));
@@ -46,6 +53,11 @@ export class RecordingUpstream {
     return this.requests.filter((r) => r.url === path).pop();
   }
 
+  /** Answer every request held under /held (those still connected). */
+  release(): void {
+    for (const answer of this.held.splice(0)) answer();
+  }
+
   async close(): Promise<void> {
     for (const ws of this.wss.clients) ws.terminate();
     this.server.closeAllConnections();
@@ -57,7 +69,16 @@ export class RecordingUpstream {
       res.end('{"status":"ok"}');
       return;
     }
-    this.requests.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers });
+    const record: RecordedRequest = {
+      method: req.method ?? '',
+      url: req.url ?? '',
+      headers: req.headers,
+      remotePort: req.socket.remotePort,
+    };
+    this.requests.push(record);
+    res.once('close', () => {
+      if (!res.writableFinished) record.abandoned = true;
+    });
     this.bodiesInProgress++;
     let counted = true;
     const settle = () => {
@@ -68,18 +89,27 @@ export class RecordingUpstream {
     req.on('end', () => {
       settle();
       if (req.url?.startsWith('/hang')) return; // a relay that takes the request and never answers
+      if (req.url?.startsWith('/held')) {
+        this.held.push(() => answer(req, res));
+        return;
+      }
       if (req.url?.startsWith('/huge')) return endlessJson(res);
       if (req.url?.startsWith('/not-json')) {
         res.end('<html>not a relay document</html>');
         return;
       }
-      res.setHeader('connection', 'keep-alive, x-hop');
-      res.setHeader('x-hop', 'for the gateway only');
-      res.setHeader('content-type', 'application/json');
-      res.end(JSON.stringify({ url: req.url }));
+      answer(req, res);
     });
     req.resume();
   }
+}
+
+function answer(req: http.IncomingMessage, res: http.ServerResponse): void {
+  if (res.destroyed) return;
+  res.setHeader('connection', 'keep-alive, x-hop');
+  res.setHeader('x-hop', 'for the gateway only');
+  res.setHeader('content-type', 'application/json');
+  res.end(JSON.stringify({ url: req.url }));
 }
 
 /** A JSON string streamed in 64 KiB chunks (no Content-Length) until the reader goes away. */
