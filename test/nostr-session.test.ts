@@ -538,10 +538,28 @@ const configs: Config[] = [
   },
 ].map((c) => ({ auth: false, challenge: 'relay', authRequiredForWrites: false, ...c }) as Config);
 
+/**
+ * fc.assert, with the broken invariant's own message in the failure (fast-check keeps it as
+ * the error's cause, which the test runner's report leaves out).
+ */
+async function assertShowingCause<Ts>(
+  property: fc.IAsyncProperty<Ts>,
+  params: fc.Parameters<Ts>,
+): Promise<void> {
+  try {
+    await fc.assert(property, params);
+  } catch (err) {
+    const cause = (err as { cause?: unknown }).cause;
+    if (!(err instanceof Error) || cause === undefined) throw err;
+    err.message += `\nBroken: ${cause instanceof Error ? cause.message : String(cause)}`;
+    throw err;
+  }
+}
+
 describe('the Nostr session over generated interleavings', { timeout: 240_000 }, () => {
   for (const base of configs) {
     it(`keeps its invariants: ${base.name}`, { timeout: 120_000 }, async () => {
-      await fc.assert(
+      await assertShowingCause(
         fc.asyncProperty(
           fc.commands(commands, { maxCommands: 60, size: 'large' }),
           fc.boolean(),
