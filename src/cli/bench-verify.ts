@@ -6,10 +6,23 @@ interface VerifyFlags {
   rounds: number;
   contentChars: number;
   seed: number;
+  poolThreads: number[];
+  poolEvents: number;
+  poolBatch: number;
+  latencyEvents: number;
   out?: string;
 }
 
-/** `sluice bench verify`: Nostr signature verifications per core, nostr-tools vs the gateway's. */
+/** "1,2" -> [1, 2]; "" or "none" -> [] (no worker-thread comparison). */
+function threadList(value: string): number[] {
+  if (value === '' || value === 'none') return [];
+  return value.split(',').map((part) => positiveInt(part.trim()));
+}
+
+/**
+ * `sluice bench verify`: Nostr signature verifications per core, nostr-tools, the gateway's and
+ * each installed candidate verifier; then the gateway's inline against worker threads.
+ */
 export function registerBenchVerify(bench: Command): void {
   bench
     .command('verify')
@@ -31,6 +44,25 @@ export function registerBenchVerify(bench: Command): void {
     )
     .option('--content-chars <n>', 'characters of content per event', positiveInt, 280)
     .option('--seed <n>', 'seed of the content and the order', positiveInt, 1)
+    .option(
+      '--pool-threads <list>',
+      "worker-thread pools to compare with inline verification, threads each ('none': skip)",
+      threadList,
+      [1, 2],
+    )
+    .option(
+      '--pool-events <n>',
+      'events verified at once per arm and round in the worker-thread comparison',
+      positiveInt,
+      2000,
+    )
+    .option('--pool-batch <n>', 'events per message to a worker at most', positiveInt, 64)
+    .option(
+      '--latency-events <n>',
+      'events verified one at a time per arm and round, for the added latency',
+      positiveInt,
+      200,
+    )
     .option('--out <dir>', 'also write <dir>/verify.json')
     .action(async (flags: VerifyFlags) => {
       const { runVerifyBench, formatVerifyBench } = await import('../bench/verify-bench.js');
@@ -40,6 +72,10 @@ export function registerBenchVerify(bench: Command): void {
           rounds: flags.rounds,
           contentChars: flags.contentChars,
           seed: flags.seed,
+          poolThreads: flags.poolThreads,
+          poolEvents: flags.poolEvents,
+          poolBatch: flags.poolBatch,
+          latencyEvents: flags.latencyEvents,
         },
         (line) => console.error(line),
       );
