@@ -9,6 +9,23 @@ export function defaultResultsDir(now = new Date()): string {
   return path.join(PROJECT_ROOT, 'results', stamp);
 }
 
+/**
+ * A benchmark's end on the command line: its result file written (into `outDir`, else a new
+ * results/<stamp>), then its table and the file's path printed. Returns the file.
+ */
+export function showResult(
+  outDir: string | undefined,
+  name: string,
+  kind: string,
+  payload: Record<string, unknown>,
+  table: string,
+): string {
+  const file = writeResult(outDir ?? defaultResultsDir(), name, kind, payload);
+  console.log(table);
+  console.log(`\nresults: ${file}`);
+  return file;
+}
+
 /** Write one benchmark's result file, with the date and the machine it ran on. */
 export function writeResult(
   outDir: string,

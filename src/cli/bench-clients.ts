@@ -48,19 +48,15 @@ export function registerClientsBench(bench: Command): void {
         ...(flags.maxTrackedClients ? { maxTrackedClients: flags.maxTrackedClients } : {}),
       };
       const result = await runClientsBench(opts, (line) => console.error(line));
-      const { defaultResultsDir, writeResult } = await import('../bench/results.js');
-      const file = writeResult(
-        flags.out ?? defaultResultsDir(),
+      const { showResult } = await import('../bench/results.js');
+      const note = 'load generator, stub relay, gateway and Valkey share this machine';
+      showResult(
+        flags.out,
         'clients-bench.json',
         'clients-bench',
-        {
-          options: opts,
-          note: 'load generator, stub relay, gateway and Valkey share this machine',
-          result,
-        },
+        { options: opts, note, result },
+        formatClientsBench(result, opts),
       );
-      console.log(formatClientsBench(result, opts));
-      console.log(`\nresults: ${file}`);
       if (!result.exact) process.exitCode = 1;
     });
 }

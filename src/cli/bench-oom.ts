@@ -254,7 +254,7 @@ export function registerOomProbe(bench: Command): void {
       const { CgroupUnavailableError } = await import('../bench/oom/cgroup.js');
       const probe = await import('../bench/oom/probe.js');
       const { checkCgroup, relayFactory } = await import('../bench/oom/oom-bench.js');
-      const { defaultResultsDir, writeResult } = await import('../bench/results.js');
+      const { showResult } = await import('../bench/results.js');
       const log = (line: string) => console.error(line);
       try {
         await checkCgroup(flags.cgroupParent);
@@ -285,17 +285,13 @@ export function registerOomProbe(bench: Command): void {
         );
       }
       const table = probe.probeTable(relayImpl, results, flags.quiet);
-      const file = writeResult(
-        flags.outDir ?? defaultResultsDir(),
+      const command = `sluice ${process.argv.slice(2).join(' ')}`;
+      showResult(
+        flags.outDir,
         `oom-probe-${relayImpl}.json`,
         'oom-probe',
-        {
-          command: `sluice ${process.argv.slice(2).join(' ')}`,
-          relayImpl,
-          results,
-        },
+        { command, relayImpl, results },
+        table,
       );
-      console.log(table);
-      console.log(`\nresults: ${file}`);
     });
 }

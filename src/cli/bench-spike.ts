@@ -122,18 +122,14 @@ export function registerSpikeBench(bench: Command): void {
         ...(flags.valkey ? { valkey: parseNodeAddress(flags.valkey) } : {}),
       };
       const results = await runSpikeBench(opts, (line) => console.error(line));
-      const { defaultResultsDir, writeResult } = await import('../bench/results.js');
-      const file = writeResult(
-        flags.out ?? defaultResultsDir(),
+      const { showResult } = await import('../bench/results.js');
+      const note = 'relay, feed, two gateways, Valkey and the load generator share this machine';
+      showResult(
+        flags.out,
         'spike-bench.json',
         'spike-bench',
-        {
-          options: opts,
-          note: 'relay, feed, two gateways, Valkey and the load generator share this machine',
-          results,
-        },
+        { options: opts, note, results },
+        formatSpikeBench(results, opts),
       );
-      console.log(formatSpikeBench(results, opts));
-      console.log(`\nresults: ${file}`);
     });
 }

@@ -1,17 +1,8 @@
 import type { Command } from 'commander';
+import type { VerifyBenchOptions } from '../bench/verify-bench.js';
 import { positiveInt } from './flags.js';
 
-interface VerifyFlags {
-  events: number;
-  rounds: number;
-  contentChars: number;
-  seed: number;
-  poolThreads: number[];
-  poolEvents: number;
-  poolBatch: number;
-  latencyEvents: number;
-  out?: string;
-}
+type VerifyFlags = VerifyBenchOptions & { out?: string };
 
 /** "1,2" -> [1, 2]; "" or "none" -> [] (no worker-thread comparison). */
 function threadList(value: string): number[] {

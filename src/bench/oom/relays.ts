@@ -42,6 +42,22 @@ export interface OomRelay {
 const READ_BATCH = 100;
 
 /** The ids of `ids` the reference relay returns from GET /events?ids=... */
+/** A started relay process as the benchmark drives it: its stop resolves once it is gone. */
+function underTest(
+  proc: Omit<RelayUnderTest, 'stop'> & { stop(): Promise<unknown> },
+): RelayUnderTest {
+  return {
+    pid: proc.pid,
+    url: proc.url,
+    exited: proc.exited,
+    stop: async () => {
+      await proc.stop();
+      return proc.exited;
+    },
+    output: () => proc.output(),
+  };
+}
+
 export async function readBackHttp(url: string, ids: string[]): Promise<Set<string>> {
   const found = new Set<string>();
   for (let i = 0; i < ids.length; i += READ_BATCH) {
@@ -80,16 +96,7 @@ export async function referenceRelay(o: {
         env: o.env,
       });
       first = false;
-      return {
-        pid: proc.pid,
-        url: proc.url,
-        exited: proc.exited,
-        stop: async () => {
-          await proc.stop();
-          return proc.exited;
-        },
-        output: () => proc.output(),
-      };
+      return underTest(proc);
     },
     readBack: readBackHttp,
     dispose: () => rmSync(dataDir, { recursive: true, force: true }),
@@ -154,16 +161,7 @@ export async function nostrRsRelay(o: {
         port,
         cgroupProcs: procsFile,
       });
-      return {
-        pid: relay.pid,
-        url: relay.url,
-        exited: relay.exited,
-        stop: async () => {
-          await relay.stop();
-          return relay.exited;
-        },
-        output: () => relay.output(),
-      };
+      return underTest(relay);
     },
     readBack: (url, ids) => readBackNostr(url.replace(/^http/, 'ws'), ids),
     dispose: () => rmSync(workDir, { recursive: true, force: true }),
