@@ -2,16 +2,12 @@
  * NIP-11 through the gateway: a GET with `Accept: application/nostr+json` gets the relay's
  * information document with the gateway's limits merged into `limitation`, its CORS headers,
  * cached briefly; a relay that fails, stalls or sends too much gives a clear 502. Against a
- * reference relay process, and a stand-in relay for the failures.
+ * reference relay process, and a stand-in relay for the failures (the merge alone, in
+ * process: test/unit/nostr/relay-info.test.ts).
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { GatewayConfigSchema } from '../../src/config/schema.js';
-import {
-  NODE_BUDGET_KEY,
-  WRITE_QUOTA_KEY,
-  mergeRelayInfo,
-} from '../../src/nostr/relay-info-document.js';
+import { NODE_BUDGET_KEY, WRITE_QUOTA_KEY } from '../../src/nostr/relay-info-document.js';
 import { RELAY_INFO_MAX_BYTES, RELAY_INFO_MAX_FETCHES } from '../../src/gateway/relay-info.js';
 import { uniquePrefix } from '../helpers/env.js';
 import { admin, request, startGateway, suiteRelayAndGateway } from '../helpers/gateway.js';
@@ -202,54 +198,5 @@ describe('NIP-11 from the gateway, before a relay that misbehaves', { timeout: 6
     const ok = await request(`${gw.url}/fine`, { headers: NOSTR_JSON });
     assert.equal(ok.status, 200);
     assert.equal((await request(`${gw.adminUrl}/readyz`)).status, 200);
-  });
-});
-
-describe('the merged limitation', { timeout: 10_000 }, () => {
-  const nostr = GatewayConfigSchema.shape.nostr.parse({});
-
-  it('takes the stricter of the two wherever both set a bound', () => {
-    const relayDoc = { limitation: { max_message_length: 4096, max_subscriptions: 50 } };
-    const doc = mergeRelayInfo(relayDoc, { maxFrameBytes: 131072, nostr });
-    assert.deepEqual(doc.limitation, { max_message_length: 4096, max_subscriptions: 50 });
-    assert.equal(doc[WRITE_QUOTA_KEY], undefined, 'no quota with quotas off');
-  });
-
-  it('adds min_pow_difficulty, auth_required / restricted_writes and max_subscriptions when configured', () => {
-    const policy = {
-      ...nostr,
-      pow: { minDifficulty: 20 },
-      authRequiredForWrites: true,
-      maxSubscriptions: 10,
-    };
-    const doc = mergeRelayInfo(
-      { limitation: { min_pow_difficulty: 8, max_subscriptions: 50, auth_required: false } },
-      {
-        maxFrameBytes: 65536,
-        nostr: policy,
-        writeQuota: { points: 30, windowSec: 60, basePoints: 60, multiplier: 0.5 },
-      },
-    );
-    assert.deepEqual(doc.limitation, {
-      min_pow_difficulty: 20,
-      max_subscriptions: 10,
-      auth_required: true,
-      restricted_writes: true,
-      max_message_length: 65536,
-    });
-    assert.deepEqual(doc[WRITE_QUOTA_KEY], {
-      points: 30,
-      window_sec: 60,
-      base_points: 60,
-      multiplier: 0.5,
-    });
-    assert.equal(doc[NODE_BUDGET_KEY], undefined, 'no budget configured');
-  });
-
-  it('survives a relay document without a usable limitation', () => {
-    for (const limitation of [undefined, 'none', [1, 2], { max_message_length: -1 }]) {
-      const doc = mergeRelayInfo({ limitation }, { maxFrameBytes: 1000, nostr });
-      assert.equal((doc.limitation as { max_message_length: number }).max_message_length, 1000);
-    }
   });
 });

@@ -1,12 +1,12 @@
 /**
  * Shadow mode (quotas.mode: shadow, or a tier's mode): decisions are computed, counted
  * (outcome="shadow_limited"), logged (sampled) and sent in headers, and nothing is refused.
- * A gateway process in front of a reference relay, over real sockets.
+ * A gateway process in front of a reference relay, over real sockets (the log's sampling,
+ * in process: test/unit/util/shadow-mode.test.ts).
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { Event } from 'nostr-tools/pure';
-import { IntervalSampler } from '../../src/util/sampler.js';
 import {
   NostrClient,
   admin,
@@ -166,19 +166,5 @@ describe('shadow mode', { timeout: 120_000 }, () => {
     assert.equal((await post(from, a.event(9), premium)).status, 429);
     await setMode({ tiers: { premium: { mode: 'shadow' } } });
     assert.equal((await post(from, a.event(10), premium)).status, 200);
-  });
-});
-
-describe('shadow-mode log sampling', { timeout: 10_000 }, () => {
-  it('takes the first event, then one per interval carrying the count it stands for', () => {
-    let now = 1_000;
-    const sampler = new IntervalSampler(1000, () => now);
-    assert.equal(sampler.take(), 1);
-    assert.equal(sampler.take(), 0);
-    now += 500;
-    assert.equal(sampler.take(), 0);
-    now += 500;
-    assert.equal(sampler.take(), 3, 'the two skipped and this one');
-    assert.equal(sampler.take(), 0);
   });
 });

@@ -2,11 +2,11 @@
  * Memory per client is bounded: every structure keyed by a client (identity hashes, in-memory
  * blocks, insurance counters, frame rates, connection slots) holds at most
  * limits.maxTrackedClients, forgetting the least recently seen, and forgetting never admits a
- * client beyond its limit while Valkey answers. In process, with injected clocks, a fake
- * Valkey for the decider, and the real one for the eviction-still-judged check.
+ * client beyond its limit while Valkey answers. In process, with injected clocks and a fake
+ * Valkey for the decider (the real one: test/integration/tracked-clients.test.ts).
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { DEFAULT_MAX_TRACKED_CLIENTS, GatewayConfigSchema } from '../../../src/config/schema.js';
 import { AddressSlots } from '../../../src/gateway/address-slots.js';
 import { MultiplierBoard } from '../../../src/pressure/follower/board.js';
@@ -14,12 +14,11 @@ import { QuotaDecider } from '../../../src/quota/decider.js';
 import { IdentityKeys, boundIdentityKeys, identityKeys } from '../../../src/quota/identity-keys.js';
 import { Policy, makeIdentity } from '../../../src/quota/policy.js';
 import { InMemoryBlocks } from '../../../src/store/blocks.js';
-import { clientKey, createStore } from '../../../src/store/index.js';
+import { clientKey } from '../../../src/store/index.js';
 import type { Store } from '../../../src/store/index.js';
 import { WindowCounters } from '../../../src/util/window-counters.js';
 import { admissionUnderTest } from '../../helpers/fake-admission-context.js';
 import { FakeValkey, manualClock } from '../../helpers/fake-valkey.js';
-import { storeOptions, uniquePrefix } from '../../helpers/env.js';
 
 const key = (i: number) => clientKey(`ip:192.0.2.${i}`, 'test-salt');
 
@@ -207,43 +206,5 @@ describe('frame rate per address', { timeout: 10_000 }, () => {
     await admission.frame(conn('192.0.2.2'), close, false);
     await admission.frame(conn('192.0.2.3'), close, false);
     assert.equal((await admission.frame(a, close, false)).forward, true);
-  });
-});
-
-describe('an evicted client against the real Valkey', { timeout: 60_000 }, () => {
-  let store: Store;
-  before(async () => {
-    store = await createStore(storeOptions('iovalkey', 'standalone'));
-  });
-  after(async () => {
-    await store.close();
-  });
-
-  it('is never admitted beyond its limit, however often it is forgotten', async () => {
-    const quotas = { ...settings(2), keyPrefix: uniquePrefix('evicted') };
-    const board = new MultiplierBoard(['relay-a']);
-    const decider = new QuotaDecider(store, new Policy(quotas), board, quotas, {
-      maxTrackedClients: 5,
-    });
-    const clients = 40;
-    const admitted = new Array<number>(clients).fill(0);
-    let fromMemory = 0;
-    // Round after round over 40 clients, 5 held: each is forgotten between its own writes.
-    for (let round = 0; round < 4; round++) {
-      for (let i = 0; i < clients; i++) {
-        const d = (await decider.decide({
-          identity: makeIdentity('ip', `203.0.113.${i}`, 'default', 'test-salt'),
-          ip: `203.0.113.${i}`,
-          cls: 'write',
-          cost: 1,
-          nodeId: 'relay-a',
-        }))!;
-        if (d.admitted) admitted[i]!++;
-        if (d.fromMemory) fromMemory++;
-      }
-    }
-    assert.deepEqual(new Set(admitted), new Set([2]), 'every client got exactly its 2 writes');
-    assert.equal(fromMemory, 0, 'none was still held when it came back');
-    assert.equal(decider.trackedClients()['in-memory-blocks'], 5);
   });
 });

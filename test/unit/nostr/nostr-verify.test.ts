@@ -11,7 +11,11 @@ import { inspect, isDeepStrictEqual } from 'node:util';
 import fc from 'fast-check';
 import { finalizeEvent, generateSecretKey, getPublicKey, verifyEvent } from 'nostr-tools/pure';
 import type { Event } from 'nostr-tools/pure';
-import { initSignatureVerifier, signatureVerifier, verifySignature } from '../../../src/nostr/verify.js';
+import {
+  initSignatureVerifier,
+  signatureVerifier,
+  verifySignature,
+} from '../../../src/nostr/verify.js';
 
 const seedFromEnv = Number(process.env.SLUICE_PROPERTY_SEED);
 const params = (numRuns: number): fc.Parameters<unknown> => ({

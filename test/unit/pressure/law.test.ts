@@ -4,7 +4,12 @@ import { backlogMultiplier, quantiseWithDeadband } from '../../../src/pressure/l
 import type { ControlLaw } from '../../../src/pressure/laws/law.js';
 import { createLeadLaw, DEFAULT_LEAD_LAW_PARAMS } from '../../../src/pressure/laws/lead-law.js';
 import { createPidLaw, delayToMultiplier } from '../../../src/pressure/laws/pid-law.js';
-import { createPlant, DEFAULT_PLANT_PARAMS, overloadStep, simulate } from '../../../src/bench/plant.js';
+import {
+  createPlant,
+  DEFAULT_PLANT_PARAMS,
+  overloadStep,
+  simulate,
+} from '../../../src/bench/plant.js';
 import { TickPace, paceParams } from '../../../src/pressure/feed/tick-pace.js';
 import type { PlantParams, Scenario, SimOptions, SimResult } from '../../../src/bench/plant.js';
 

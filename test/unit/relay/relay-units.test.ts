@@ -9,7 +9,12 @@ import { parseBytes } from '../../../src/cli/flags.js';
 import { toConfig } from '../../../src/cli/relay.js';
 import { DATA_FILE_NAME, DataFile } from '../../../src/relay/datafile.js';
 import type { RecordMeta } from '../../../src/relay/datafile.js';
-import { FilterError, filterFromQuery, matchesEvent, parseFilter } from '../../../src/relay/filter.js';
+import {
+  FilterError,
+  filterFromQuery,
+  matchesEvent,
+  parseFilter,
+} from '../../../src/relay/filter.js';
 import { Memtable } from '../../../src/relay/memtable.js';
 import { canonicalJson, checkEvent } from '../../../src/relay/validate.js';
 

@@ -4,9 +4,9 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { parse as parseYaml } from 'yaml';
-import { configurationReference, referenceEntries } from '../../../src/config/reference.js';
-import { PROJECT_ROOT } from '../../../src/harness/paths.js';
-import { sluice } from '../../helpers/cli.js';
+import { configurationReference, referenceEntries } from '../../src/config/reference.js';
+import { PROJECT_ROOT } from '../../src/harness/paths.js';
+import { sluice } from '../helpers/cli.js';
 
 /*
  * docs/CONFIGURATION.md is generated from the schema: stale or incomplete, it fails here.
@@ -117,5 +117,24 @@ describe('sluice config check', { timeout: 60_000 }, () => {
     const refused = sluice(['config', 'check', example], cleanEnv());
     assert.equal(refused.status, 1);
     assert.match(refused.stderr, /admin\.token: is the placeholder/);
+  });
+});
+
+/** The gateway refuses a typo at start (the schema side: test/unit/config/config.test.ts). */
+describe('unknown configuration keys', { timeout: 60_000 }, () => {
+  const minimal =
+    'admin:\n  token: 0123456789abcdef\nupstreams:\n  - id: relay-a\n    url: http://127.0.0.1:7001\n';
+  const file = (name: string, text: string) => {
+    const p = path.join(dir, name);
+    writeFileSync(p, text);
+    return p;
+  };
+
+  it('the gateway CLI refuses to start on a typo, naming it, with exit status 1', () => {
+    const typo = file('cli-typo.yaml', minimal + 'quotas:\n  inMemoryBlok: false\n');
+    const res = sluice(['gateway', '--config', typo], { ...process.env, SLUICE_ADMIN_TOKEN: '' });
+    assert.equal(res.status, 1, res.stderr);
+    assert.match(res.stderr, /unknown key quotas\.inMemoryBlok: did you mean inMemoryBlock\?/);
+    assert.doesNotMatch(res.stdout, /gateway ready/);
   });
 });
