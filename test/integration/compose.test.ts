@@ -448,7 +448,7 @@ describe('docker packaging: files', { timeout: 120_000 }, () => {
           'the image stamps .venv',
         );
       } else {
-        // Built from the npm package (test/package.test.ts installs the same one).
+        // Built from the npm package (test/integration/package.test.ts installs the same one).
         assert.deepEqual(argv, ['node', 'node_modules/sluice/dist/src/cli.js']);
         assert.ok(
           all.some((i) => i.op === 'RUN' && /\bnpm pack\b/.test(i.args)),

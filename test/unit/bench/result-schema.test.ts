@@ -2,7 +2,7 @@
  * The run file's contract: the JSON Schema under docs/ is what the harness's zod schema
  * generates, and a file that drifts from it (a field missing, renamed or unknown) is refused
  * with the field named. Every run `bench run` writes goes through this check
- * (test/run-benchmark.test.ts runs real ones).
+ * (test/integration/run-benchmark.test.ts runs real ones).
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
