@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The test command: installs what is missing, builds, lints, starts its own Valkey
-# (standalone and a 6-node cluster, on ports away from the defaults), runs the Node and
-# Python suites, and stops Valkey on every exit path.
+# The test command: installs what is missing, builds, runs the unit suite (in process, no
+# Valkey: it stops here when that fails), lints, starts its own Valkey (standalone and a
+# 6-node cluster, on ports away from the defaults), runs the integration and hostile Node
+# suites and the Python suite, and stops Valkey on every exit path.
 set -euo pipefail
 source "$(dirname "$0")/lib/common.sh"
 
@@ -12,6 +13,7 @@ CLUSTER_BASE="${SLUICE_TEST_CLUSTER_BASE:-7100}"
 # whole file in Node 20, so it is sized for the slowest (pressure-e2e, about 2 minutes).
 # The whole-run bounds are a last guard, far above a normal run.
 NODE_FILE_TIMEOUT_MS=420000
+UNIT_SUITE_TIMEOUT_SEC=600
 NODE_SUITE_TIMEOUT_SEC=3600
 PYTHON_SUITE_TIMEOUT_SEC=600
 # The suite's Valkey state lives apart from instances a user started by hand.
@@ -49,7 +51,11 @@ stop_bounded() {
 # path): built from crates.io in the background at the lowest priority while the rest of the
 # suite runs (several minutes, once per machine), then those files run last. It is also the
 # CPU-heavy neighbour the suite must stay green beside. Without cargo they skip, saying why.
-NRR_FILES=(dist/test/nostr-rs-relay-auth.test.js dist/test/relay-impl.test.js dist/test/readme-path.test.js)
+NRR_FILES=(
+  dist/test/integration/nostr-rs-relay-auth.test.js
+  dist/test/integration/relay-impl.test.js
+  dist/test/integration/readme-path.test.js
+)
 NRR_BUILD_WAIT_SEC="${SLUICE_TEST_RELAY_BUILD_WAIT_SEC:-1500}"
 nrr_build_pid=
 nrr_bin="$("${SLUICE[@]}" bench relay-install --print-path)"
@@ -74,45 +80,102 @@ stop_relay_build() {
 trap 'stop_valkey; stop_relay_build' EXIT
 trap 'stop_bounded; stop_relay_build; exit 130' INT TERM
 
+# The compiled test files under dist/test/<dir> (any depth) whose source is still in test/:
+# a file moved or deleted leaves its old build behind, which must not run.
+node_test_files() {
+  local dir f
+  shopt -s globstar nullglob
+  for dir in "$@"; do
+    for f in dist/test/"$dir"/**/*.test.js; do
+      f=${f#dist/}
+      if [ -f "${f%.js}.ts" ]; then echo "dist/$f"; fi
+    done
+  done
+  shopt -u globstar nullglob
+}
+
+# Node test files, run one at a time under the suite's bounds: --test-force-exit ends a file
+# once its tests are done, whatever handles it left open, and --test-timeout bounds each file
+# (and each test that sets no bound of its own; the suites do). The counts are read from the
+# spec reporter's own summary on stdout (a file reporter's stream is not flushed when
+# --test-force-exit ends the runner) and added to node_pass and node_fail.
+node_pass=0
+node_fail=0
+node_counts_unknown=
+node_suite() {
+  local name=$1 seconds=$2 spec="$REPORTS/node-$1.spec" rc pass fail
+  shift 2
+  [ "$#" -gt 0 ] || return 0 # node --test without files would look for its own
+  rm -f "$spec" # never count an earlier run's report
+  set +e
+  bounded "$seconds" \
+    node --test --test-concurrency=1 --test-force-exit --test-timeout="$NODE_FILE_TIMEOUT_MS" \
+    --test-reporter=spec --test-reporter-destination=stdout \
+    "$@" | tee "$spec"
+  rc=${PIPESTATUS[0]}
+  set -e
+  [ "$rc" -ne 124 ] || echo "the Node $name suite did not finish within ${seconds}s"
+  pass=$(sed -n 's/^ℹ pass //p' "$spec" 2>/dev/null | tail -1 || true)
+  fail=$(sed -n 's/^ℹ fail //p' "$spec" 2>/dev/null | tail -1 || true)
+  node_pass=$((node_pass + ${pass:-0}))
+  if [ -n "$fail" ]; then node_fail=$((node_fail + fail)); else node_counts_unknown=1; fi
+  return "$rc"
+}
+
+failed=()
+py_pass=0
+py_fail=0
+
+# The closing lines, and the exit status: non-zero when any part failed.
+finish() {
+  local elapsed=$(($(date +%s) - started_at)) shown_fail=$node_fail lint_fail=0
+  # A suite whose report lacks its counts (killed, or crashed) counts as one failure at least.
+  if [ -n "$node_counts_unknown" ]; then
+    shown_fail='?'
+    [ "$node_fail" -gt 0 ] || node_fail=1
+  fi
+  say "suite took ${elapsed}s; node: $node_pass passed, $shown_fail failed; python: $py_pass passed, $py_fail failed"
+  if [ "${#failed[@]}" -gt 0 ]; then
+    echo "FAILED: ${failed[*]}"
+  fi
+  # One closing line for CI; a lint failure counts as one failed check.
+  [[ " ${failed[*]} " == *" lint "* ]] && lint_fail=1
+  echo "$((node_pass + py_pass)) passed, $((node_fail + py_fail + lint_fail)) failed"
+  [ "${#failed[@]}" -eq 0 ]
+}
+
 mkdir -p "$REPORTS"
+
+# In process, with fakes and injected clocks: no Valkey (its variables are unset, so a test
+# that reaches for it fails here), so it runs before Valkey starts, and a failure stops the
+# run before the slower suites.
+say "Node unit tests"
+mapfile -t unit_files < <(node_test_files unit)
+if [ "${#unit_files[@]}" -gt 0 ]; then
+  if ! SLUICE_TEST_STANDALONE='' SLUICE_TEST_CLUSTER='' \
+    node_suite unit "$UNIT_SUITE_TIMEOUT_SEC" "${unit_files[@]}"; then
+    failed+=(unit)
+    say "the unit suite failed: the Valkey-dependent suites are not run"
+    finish || exit 1
+  fi
+fi
+
 say "starting Valkey: standalone on $STANDALONE_PORT, cluster on $CLUSTER_BASE-$((CLUSTER_BASE + 5))"
 "${SLUICE[@]}" valkey start --port "$STANDALONE_PORT"
 "${SLUICE[@]}" valkey start --cluster --base-port "$CLUSTER_BASE"
 export SLUICE_TEST_STANDALONE="127.0.0.1:$STANDALONE_PORT"
 export SLUICE_TEST_CLUSTER="127.0.0.1:$CLUSTER_BASE"
 
-failed=()
-
 say "lint (eslint, prettier)"
 npm run --silent lint || failed+=(lint)
 
-say "Node tests"
-# No file can hang the run: --test-force-exit ends a file once its tests are done, whatever
-# handles it left open, and --test-timeout bounds each file (and each test that sets no
-# bound of its own; the suites do). test/hostile may be empty or absent: nullglob.
-shopt -s nullglob
+say "Node integration and hostile tests"
 node_files=()
-for f in dist/test/*.test.js dist/test/hostile/*.test.js; do
+while read -r f; do
   [[ " ${NRR_FILES[*]} " == *" $f "* ]] || node_files+=("$f")
-done
-shopt -u nullglob
-rm -f "$REPORTS/node.spec" # never count an earlier run's report
-# The counts are read from the spec reporter's own summary on stdout: a file reporter's
-# stream is not flushed when --test-force-exit ends the runner.
-set +e
-bounded "$NODE_SUITE_TIMEOUT_SEC" \
-  node --test --test-concurrency=1 --test-force-exit --test-timeout="$NODE_FILE_TIMEOUT_MS" \
-  --test-reporter=spec --test-reporter-destination=stdout \
-  "${node_files[@]}" | tee "$REPORTS/node.spec"
-rc=${PIPESTATUS[0]}
-set -e
-[ "$rc" -eq 0 ] || failed+=(node)
-[ "$rc" -ne 124 ] || echo "the Node suite did not finish within ${NODE_SUITE_TIMEOUT_SEC}s"
-node_pass=$(sed -n 's/^ℹ pass //p' "$REPORTS/node.spec" 2>/dev/null | tail -1 || true)
-node_fail=$(sed -n 's/^ℹ fail //p' "$REPORTS/node.spec" 2>/dev/null | tail -1 || true)
+done < <(node_test_files integration hostile)
+node_suite integration "$NODE_SUITE_TIMEOUT_SEC" "${node_files[@]}" || failed+=(node)
 
-py_pass=0
-py_fail=0
 rm -f "$REPORTS/pytest.xml" # never count an earlier run's report
 if compgen -G "test/python/test_*.py" >/dev/null; then
   say "Python tests"
@@ -156,27 +219,6 @@ if [ -n "$nrr_build_pid" ]; then
   nrr_build_pid=
 fi
 say "Node tests in front of nostr-rs-relay"
-rm -f "$REPORTS/node-nrr.spec"
-set +e
-bounded "$NODE_SUITE_TIMEOUT_SEC" \
-  node --test --test-concurrency=1 --test-force-exit --test-timeout="$NODE_FILE_TIMEOUT_MS" \
-  --test-reporter=spec --test-reporter-destination=stdout \
-  "${NRR_FILES[@]}" | tee "$REPORTS/node-nrr.spec"
-rc=${PIPESTATUS[0]}
-set -e
-[ "$rc" -eq 0 ] || failed+=(node-nrr)
-nrr_pass=$(sed -n 's/^ℹ pass //p' "$REPORTS/node-nrr.spec" 2>/dev/null | tail -1 || true)
-nrr_fail=$(sed -n 's/^ℹ fail //p' "$REPORTS/node-nrr.spec" 2>/dev/null | tail -1 || true)
-node_pass=$(( ${node_pass:-0} + ${nrr_pass:-0} ))
-[ -n "$node_fail" ] && [ -n "$nrr_fail" ] && node_fail=$(( node_fail + nrr_fail )) || node_fail=
+node_suite nrr "$NODE_SUITE_TIMEOUT_SEC" "${NRR_FILES[@]}" || failed+=(node-nrr)
 
-elapsed=$(( $(date +%s) - started_at ))
-say "suite took ${elapsed}s; node: ${node_pass:-0} passed, ${node_fail:-?} failed; python: $py_pass passed, $py_fail failed"
-if [ "${#failed[@]}" -gt 0 ]; then
-  echo "FAILED: ${failed[*]}"
-fi
-# One closing line for CI; a lint failure counts as one failed check.
-lint_fail=0
-[[ " ${failed[*]} " == *" lint "* ]] && lint_fail=1
-echo "$(( ${node_pass:-0} + py_pass )) passed, $(( ${node_fail:-1} + py_fail + lint_fail )) failed"
-[ "${#failed[@]}" -eq 0 ]
+finish

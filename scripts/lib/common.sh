@@ -55,13 +55,13 @@ ensure_chromium() {
   [ -x "$CHROMIUM" ] || die "Chromium installed but $CHROMIUM is missing; set CHROMIUM"
 }
 
-# Prometheus and promtool (Debian's prometheus package) for test/prometheus.test.ts: the
+# Prometheus and promtool (Debian's prometheus package) for test/integration/prometheus.test.ts: the
 # shipped rules and a real scrape. Installed when missing; where it cannot be, the test
 # skips with the reason (a warning here, not a failure: the rest of the suite still runs).
 ensure_prometheus() {
   command -v promtool >/dev/null && command -v prometheus >/dev/null && return 0
   if ! command -v apt-get >/dev/null; then
-    say "warning: no apt-get to install Prometheus: test/prometheus.test.ts will skip"
+    say "warning: no apt-get to install Prometheus: test/integration/prometheus.test.ts will skip"
     return 0
   fi
   local sudo=()
@@ -69,7 +69,7 @@ ensure_prometheus() {
   say "installing Prometheus (Debian package: prometheus, promtool) for the rules and scrape tests"
   "${sudo[@]}" apt-get update -qq >/dev/null \
     && DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends prometheus >/dev/null \
-    || say "warning: could not install prometheus (apt-get install prometheus): test/prometheus.test.ts will skip"
+    || say "warning: could not install prometheus (apt-get install prometheus): test/integration/prometheus.test.ts will skip"
 }
 
 # nostr-rs-relay (pinned) for --relay-impl nostr-rs-relay: built once from crates.io into

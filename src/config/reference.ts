@@ -2,7 +2,7 @@
  * docs/CONFIGURATION.md, generated from the schema itself (`sluice config reference`): every
  * key with its type, default, allowed values, description and the variable and flag that set
  * it. The text comes from the schema's `.describe()` strings, so the reference cannot drift
- * from what the gateway accepts; test/config-reference.test.ts fails when the checked-in file
+ * from what the gateway accepts; test/integration/config-reference.test.ts fails when the checked-in file
  * is stale.
  */
 import { z } from 'zod';

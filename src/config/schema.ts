@@ -6,7 +6,7 @@ import { DEFAULT_KEY_SALT, isPlaceholderAdminToken } from './secrets.js';
 /*
  * Every object here is strict (z.strictObject): an unknown key, a typo or a setting of a
  * newer version, is an error that names it (see unknown-keys.ts), never silently dropped.
- * test/config.test.ts fails on an object that is not.
+ * test/unit/config/config.test.ts fails on an object that is not.
  */
 
 const hostPort = z.string().regex(/^(?:.+:)?\d{1,5}$/, 'expected "host:port"');

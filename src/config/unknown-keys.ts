@@ -1,6 +1,6 @@
 /**
  * Unknown configuration keys, named with the key probably meant. Every object of the gateway
- * schema is strict (test/config.test.ts checks it), so zod reports each unknown key; this
+ * schema is strict (test/unit/config/config.test.ts checks it), so zod reports each unknown key; this
  * module finds, by walking the schema along the key's path, the keys that were possible there.
  */
 import type { z } from 'zod';

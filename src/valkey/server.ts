@@ -35,7 +35,7 @@ export interface ServerArgsSpec {
 
 /**
  * The valkey-server arguments of every server sluice runs: the bare machine's
- * (`sluice valkey start`) and the Docker Compose files' (test/compose.test.ts holds them to
+ * (`sluice valkey start`) and the Docker Compose files' (test/integration/compose.test.ts holds them to
  * this list). Persistence is off. Protected mode, which refuses every client but loopback
  * when there is no password, stays on unless the server binds beyond loopback: in a
  * container it is there to be reached by the other containers of its private network.

@@ -47,7 +47,7 @@ export interface LeadLawParams {
 
 /**
  * Defaults, tuned in simulated time for a 0.25-1 s tick and about 1 s from publication to
- * enforcement (test/law.test.ts holds the evidence):
+ * enforcement (test/unit/pressure/law.test.ts holds the evidence):
  * - band 0.7-1.0 (the notes start at 0.8): half the loop gain per unit of u, which keeps
  *   the loop from oscillating on a node whose memory fills at up to about 12% of its target
  *   per second, and keeps 1% sampling noise from moving m by more than a grid step. A 3x

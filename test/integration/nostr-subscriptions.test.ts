@@ -1,0 +1,73 @@
+/**
+ * Subscription caps per connection (nostr.maxSubscriptions, nostr.maxFiltersPerReq) through
+ * the gateway to the reference relay.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { NostrClient } from '../helpers/gateway.js';
+import { nostrSuite } from '../helpers/nostr-suite.js';
+
+const MAX_SUBS = 2;
+const MAX_FILTERS = 2;
+
+/** Send a REQ and wait for what ends its first answer: EOSE or CLOSED for that id. */
+async function req(client: NostrClient, subId: string, ...filters: unknown[]): Promise<unknown[]> {
+  const from = client.received.length;
+  const ends = (m: unknown[]) => (m[0] === 'EOSE' || m[0] === 'CLOSED') && m[1] === subId;
+  client.send(['REQ', subId, ...filters]);
+  await client.until((msgs) => msgs.slice(from).some(ends));
+  return client.received.slice(from).find(ends)!;
+}
+
+describe('subscription caps', { timeout: 90_000 }, () => {
+  const suite = nostrSuite({
+    client: 'ioredis',
+    mode: 'standalone',
+    limit: 100,
+    settings: { nostr: { maxSubscriptions: MAX_SUBS, maxFiltersPerReq: MAX_FILTERS } },
+  });
+
+  it('refuses a REQ beyond the cap with CLOSED restricted:, unforwarded; CLOSE frees one', async () => {
+    const client = await suite.connect('127.0.15.2');
+    assert.equal((await req(client, 'a', { kinds: [1] }))[0], 'EOSE');
+    assert.equal((await req(client, 'b', { kinds: [1] }))[0], 'EOSE');
+    const refused = await req(client, 'c', { kinds: [1] });
+    assert.equal(refused[0], 'CLOSED');
+    assert.match(String(refused[2]), /^restricted: at most 2 open subscriptions per connection/);
+    client.send(['CLOSE', 'a']);
+    assert.equal((await req(client, 'd', { kinds: [1] }))[0], 'EOSE', 'CLOSE freed one');
+    // Had the refused REQ reached the relay, its EOSE would have come before d's.
+    assert.ok(!client.received.some((m) => m[0] === 'EOSE' && m[1] === 'c'), 'c never forwarded');
+    assert.equal((await req(client, 'e', { kinds: [1] }))[0], 'CLOSED', 'b and d are open');
+  });
+
+  it('counts a REQ reusing an open id once, and each connection on its own', async () => {
+    const client = await suite.connect('127.0.15.3');
+    assert.equal((await req(client, 'a', { kinds: [1] }))[0], 'EOSE');
+    assert.equal((await req(client, 'b', { kinds: [1] }))[0], 'EOSE');
+    assert.equal((await req(client, 'a', { kinds: [7] }))[0], 'EOSE', 'replaces a');
+    assert.equal((await req(client, 'b', { kinds: [7] }))[0], 'EOSE', 'replaces b');
+    const other = await suite.connect('127.0.15.3');
+    assert.equal((await req(other, 'a', { kinds: [1] }))[0], 'EOSE', 'another connection');
+  });
+
+  it('frees a subscription the relay closes itself', async () => {
+    const client = await suite.connect('127.0.15.4');
+    assert.equal((await req(client, 'a', { kinds: [1] }))[0], 'EOSE');
+    const byRelay = await req(client, 'bad', 'not a filter');
+    assert.equal(byRelay[0], 'CLOSED');
+    assert.match(String(byRelay[2]), /^invalid: /, 'the relay refused it, not the gateway');
+    assert.equal((await req(client, 'b', { kinds: [1] }))[0], 'EOSE', 'bad no longer counts');
+  });
+
+  it('refuses more filters than allowed in one REQ or COUNT', async () => {
+    const client = await suite.connect('127.0.15.5');
+    const refused = await req(client, 'many', { kinds: [1] }, { kinds: [7] }, { kinds: [0] });
+    assert.equal(refused[0], 'CLOSED');
+    assert.equal(refused[2], `restricted: at most ${MAX_FILTERS} filters per REQ`);
+    client.send(['COUNT', 'count', { kinds: [1] }, { kinds: [7] }, { kinds: [0] }]);
+    await client.until((m) => m.some((x) => x[0] === 'CLOSED' && x[1] === 'count'));
+    const two = await req(client, 'two', { kinds: [1] }, { kinds: [7] });
+    assert.equal(two[0], 'EOSE');
+  });
+});

@@ -1,0 +1,243 @@
+/**
+ * The relay alone (the denominator of "Nostr EVENT/s through the gateway / relay alone"),
+ * fresh events (every EVENT new; running out fails loudly), and the third-party relay
+ * (nostr-rs-relay), which runs only when its cached build exists: building it takes minutes
+ * and CI does not.
+ */
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { finalizeEvent, generateSecretKey } from 'nostr-tools/pure';
+import { WebSocket } from 'ws';
+import { runFileName } from '../../src/bench/run/config.js';
+import type { RunConfig } from '../../src/bench/run/config.js';
+import { signFreshEvents } from '../../src/bench/run/fresh-events.js';
+import { runOnce } from '../../src/bench/run/runner.js';
+import {
+  NOSTR_RS_RELAY_VERSION,
+  nostrRsRelayBinary,
+  nostrRsRelayConfig,
+  startNostrRsRelay,
+} from '../../src/bench/run/third-party-relay.js';
+import type { ThirdPartyRelay } from '../../src/bench/run/third-party-relay.js';
+import { runNostrLoad } from '../../src/bench/ws-load.js';
+import { parseNodeAddress } from '../../src/store/options.js';
+import { startRelay } from '../helpers/processes.js';
+import type { RelayProcess } from '../helpers/processes.js';
+import '../helpers/signals.js';
+
+const VALKEY = process.env.SLUICE_TEST_STANDALONE;
+const NRR = nostrRsRelayBinary();
+const NRR_SKIP = existsSync(NRR)
+  ? false
+  : `nostr-rs-relay ${NOSTR_RS_RELAY_VERSION} is not built (${NRR} missing; ` +
+    'build it with `sluice bench relay-install`, several minutes)';
+
+function nostrConfig(over: Partial<RunConfig>): RunConfig {
+  return {
+    implementation: 'relay-alone',
+    client: null,
+    mode: 'standalone',
+    workload: 'nostr',
+    transport: 'websocket',
+    connections: 4,
+    durationSec: 2,
+    warmupSec: 0,
+    run: 1,
+    runs: 1,
+    keys: 100,
+    distribution: 'uniform',
+    zipfExponent: null,
+    floodShare: null,
+    quota: { points: 1_000_000, windowSec: 1 },
+    inMemoryBlock: true,
+    relayWorkIterations: 0,
+    law: null,
+    seed: 7,
+    relayImpl: 'reference',
+    freshEvents: { maxPerSec: 3000, authors: 50 },
+    ...over,
+  };
+}
+
+async function relayStats(url: string): Promise<{ eventsStored: number; eventsDuplicate: number }> {
+  const res = await fetch(`${url}/stats`);
+  assert.equal(res.status, 200);
+  return (await res.json()) as { eventsStored: number; eventsDuplicate: number };
+}
+
+/** Send one frame and wait (with a deadline) for the OK of `id`. */
+function sendAndAwaitOk(url: string, frame: string, id: string): Promise<unknown[]> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url);
+    const timer = setTimeout(() => {
+      ws.terminate();
+      reject(new Error(`no OK for ${id} within 10 s`));
+    }, 10_000);
+    ws.on('open', () => ws.send(frame));
+    ws.on('message', (data) => {
+      const msg = JSON.parse(Buffer.from(data as Buffer).toString('utf8')) as unknown[];
+      if (msg[0] === 'OK' && msg[1] === id) {
+        clearTimeout(timer);
+        ws.close();
+        resolve(msg);
+      }
+    });
+    ws.on('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+  });
+}
+
+describe('fresh events', { timeout: 120_000 }, () => {
+  let relay: RelayProcess;
+  before(async () => {
+    relay = await startRelay({ nodeId: 'relay-fresh' });
+  });
+  after(async () => {
+    await relay.stop();
+  });
+
+  it('are distinct, by many authors, and verify', async () => {
+    const fresh = await signFreshEvents({ count: 3000, authors: 100, seed: 3, label: 't' });
+    assert.equal(fresh.ids.length, 3000);
+    assert.equal(new Set(fresh.ids).size, 3000);
+    const authors = new Set(fresh.events.map((e) => (JSON.parse(e) as { pubkey: string }).pubkey));
+    assert.equal(authors.size, 100);
+    // Two slices never share an id, even with the same label and seed (a nonce).
+    const again = await signFreshEvents({ count: 10, authors: 100, seed: 3, label: 't' });
+    assert.ok(again.ids.every((id) => !fresh.ids.includes(id)));
+  });
+
+  it('running out stops the load and says so; nothing is sent twice', async () => {
+    const fresh = await signFreshEvents({ count: 40, authors: 5, seed: 4, label: 'short' });
+    const before = await relayStats(relay.url);
+    const r = await runNostrLoad({
+      url: relay.url.replace(/^http/, 'ws'),
+      connections: 4,
+      durationSec: 1,
+      events: [],
+      fresh,
+      headersFor: () => ({}),
+    });
+    assert.equal(r.exhausted, true);
+    assert.equal(fresh.next, 40);
+    assert.equal(r.counts.requests, 40);
+    assert.equal(r.counts.duplicates, 0);
+    const after = await relayStats(relay.url);
+    assert.equal(after.eventsStored - before.eventsStored, 40);
+  });
+});
+
+describe('relay-alone with the reference relay', { timeout: 180_000 }, () => {
+  let relay: RelayProcess;
+  before(async () => {
+    relay = await startRelay({ nodeId: 'relay-alone' });
+  });
+  after(async () => {
+    await relay.stop();
+  });
+
+  it(
+    'measures the relay by itself with new events: the store grows by the OKs',
+    {
+      skip: VALKEY ? false : 'SLUICE_TEST_STANDALONE is not set',
+    },
+    async () => {
+      const cfg = nostrConfig({});
+      const before = await relayStats(relay.url);
+      const lines: string[] = [];
+      const r = await runOnce(
+        cfg,
+        { valkey: parseNodeAddress(VALKEY!), relayUrl: relay.url },
+        (l) => lines.push(l),
+      );
+      assert.equal(r.status, 'ok', `${r.failureReasons.join('; ')}\n${lines.join('\n')}`);
+      const c = r.counts!;
+      assert.ok(c.requests > 0, JSON.stringify(c));
+      assert.equal(c.ok2xx, c.requests);
+      assert.equal(c.timeouts, 0);
+      assert.equal(r.events!.duplicates, 0);
+      assert.equal(r.events!.sent, c.requests);
+      const after = await relayStats(relay.url);
+      // Every OK was a new event: none of them was a duplicate of what the relay held.
+      assert.equal(after.eventsStored - before.eventsStored, c.ok2xx);
+      assert.equal(after.eventsDuplicate, before.eventsDuplicate);
+      // No front end, no Valkey: only the relay is sampled, no Valkey commands are counted.
+      assert.deepEqual(
+        r.processes.map((p) => p.role),
+        ['relay'],
+      );
+      assert.equal(r.valkey, null);
+      assert.equal(r.clientSettings, null);
+      assert.equal(runFileName(cfg), 'relay-alone_standalone_nostr_4c_2s_run1.json');
+    },
+  );
+});
+
+describe('nostr-rs-relay (the cached build)', { timeout: 120_000 }, () => {
+  it('writes a config that binds loopback and sets no rate limit', () => {
+    const toml = nostrRsRelayConfig(4242, '/tmp/x');
+    assert.match(toml, /address = "127\.0\.0\.1"/);
+    assert.match(toml, /port = 4242/);
+    assert.doesNotMatch(toml, /^messages_per_sec/m);
+    assert.match(toml, /data_directory = "\/tmp\/x"/);
+    assert.equal(
+      runFileName(nostrConfig({ relayImpl: 'nostr-rs-relay' })),
+      'relay-alone_standalone_nostr_nostr-rs-relay_4c_2s_run1.json',
+    );
+  });
+
+  it(
+    'starts, answers one EVENT with OK true, and stops by its PID',
+    { skip: NRR_SKIP },
+    async () => {
+      const dir = mkdtempSync(path.join(os.tmpdir(), 'sluice-nrr-'));
+      let relay: ThirdPartyRelay | undefined;
+      try {
+        relay = await startNostrRsRelay(dir, () => undefined);
+        const event = finalizeEvent(
+          {
+            kind: 1,
+            created_at: Math.floor(Date.now() / 1000),
+            tags: [],
+            content: `sluice test ${Date.now()}`,
+          },
+          generateSecretKey(),
+        );
+        const ok = await sendAndAwaitOk(relay.wsUrl, JSON.stringify(['EVENT', event]), event.id);
+        assert.equal(ok[2], true, JSON.stringify(ok));
+        const pid = relay.pid;
+        await relay.stop();
+        assert.throws(() => process.kill(pid, 0), /ESRCH/);
+      } finally {
+        await relay?.stop();
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+  );
+
+  it(
+    'relay-alone: a short run measures it with new events',
+    {
+      skip: NRR_SKIP || (VALKEY ? false : 'SLUICE_TEST_STANDALONE is not set'),
+    },
+    async () => {
+      const lines: string[] = [];
+      const r = await runOnce(
+        nostrConfig({ relayImpl: 'nostr-rs-relay' }),
+        { valkey: parseNodeAddress(VALKEY!) },
+        (l) => lines.push(l),
+      );
+      assert.equal(r.status, 'ok', `${r.failureReasons.join('; ')}\n${lines.join('\n')}`);
+      assert.ok(r.counts!.requests > 0);
+      assert.equal(r.events!.duplicates, 0);
+      const relay = r.processes.find((p) => p.role === 'relay')!;
+      assert.equal(relay.name, `nostr-rs-relay-${NOSTR_RS_RELAY_VERSION}`);
+      assert.ok(relay.cpuPercent.mean! > 0);
+    },
+  );
+});

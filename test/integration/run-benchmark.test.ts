@@ -1,0 +1,235 @@
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, describe, it } from 'node:test';
+import { PROJECT_ROOT, venvDir } from '../../src/harness/paths.js';
+import type { RunResult } from '../../src/bench/run/runner.js';
+import '../helpers/signals.js';
+
+const SCRIPT = path.join(PROJECT_ROOT, 'scripts', 'run-benchmark.sh');
+const dir = mkdtempSync(path.join(os.tmpdir(), 'sluice-run-benchmark-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+/** Scripts still running; told to stop (their EXIT trap stops what they started) on exit. */
+const scripts = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const child of scripts) child.kill('SIGTERM');
+});
+
+function runBenchmark(env: Record<string, string>) {
+  return new Promise<{ status: number | null; output: string }>((resolve) => {
+    const child = spawn(SCRIPT, [], {
+      env: {
+        ...process.env,
+        SLUICE_SKIP_SETUP: '1',
+        VALKEY_STANDALONE: process.env.SLUICE_TEST_STANDALONE ?? '',
+        VALKEY_CLUSTER: process.env.SLUICE_TEST_CLUSTER ?? '',
+        ...env,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+    scripts.add(child);
+    child.on('exit', (status) => {
+      scripts.delete(child);
+      resolve({ status, output });
+    });
+  });
+}
+
+function read(file: string): RunResult {
+  return JSON.parse(readFileSync(file, 'utf8')) as RunResult;
+}
+
+describe('run-benchmark.sh', { timeout: 300_000 }, () => {
+  it('measures a 2-second light run through iovalkey and writes a complete result', async () => {
+    const file = path.join(dir, 'light.json');
+    const { status, output } = await runBenchmark({
+      DURATION: '2',
+      WARMUP: '1',
+      CONNECTIONS: '10',
+      REQUEST_TYPE: 'light',
+      RATE_LIMITER_TYPE: 'iovalkey',
+      KEYS: '500',
+      OUTPUT_FILE: file,
+    });
+    assert.equal(status, 0, output);
+    const r = read(file);
+    assert.equal(r.schema, 'sluice-bench-run/1');
+    assert.equal(r.status, 'ok', r.failureReasons.join('; '));
+    assert.equal(r.config.implementation, 'iovalkey');
+    assert.equal(r.config.mode, 'standalone');
+    assert.equal(r.config.durationSec, 2);
+    assert.equal(r.config.keys, 500);
+    const c = r.counts!;
+    assert.ok(c.requests > 100, `only ${c.requests} requests`);
+    assert.equal(c.requests, c.ok2xx + c.limited429 + c.otherNon2xx);
+    assert.equal(c.limited429, 0, '500 identities at 100 writes/s each are never limited here');
+    // Rates come from counts over the measured wall time, not from bytes.
+    assert.ok(r.wallSeconds! >= 1.9 && r.wallSeconds! < 4, `wall ${r.wallSeconds}`);
+    assert.equal(r.rates!.requestsPerSec, c.requests / r.wallSeconds!);
+    const l = r.latencyMs!;
+    assert.ok(l.p50 <= l.p90 && l.p90 <= l.p99 && l.p99 <= l.max, JSON.stringify(l));
+    // Every process under test, sampled on its own; never the load generator.
+    const roles = r.processes.map((p) => p.role).sort();
+    assert.deepEqual(roles, ['gateway', 'relay', 'valkey']);
+    for (const p of r.processes) {
+      assert.ok(p.samples.length >= 5, `${p.name}: ${p.samples.length} samples`);
+      assert.notEqual(p.pid, process.pid);
+    }
+    const gateway = r.processes.find((p) => p.role === 'gateway')!;
+    assert.ok(gateway.cpuPercent.mean! > 5);
+    // CPU per request, stated per process: the window's CPU time over its responses.
+    assert.ok(gateway.cpuMs! > 0);
+    assert.equal(gateway.cpuMsPerRequest, Number((gateway.cpuMs! / c.requests).toFixed(4)));
+    // One script call per write: the quota is one round trip (warm-up not counted).
+    const v = r.valkey!;
+    assert.ok(Math.abs(v.scriptCallsPerRequest! - 1) < 0.05, JSON.stringify(v));
+    assert.equal((r.clientSettings as { client: string }).client, 'iovalkey');
+    assert.ok(r.versions.valkey && r.versions['rate-limiter-flexible'] === '11.4.0');
+  });
+
+  it('floods through glide on the cluster: the over-limit share is rejected, mostly from memory', async () => {
+    const out = path.join(dir, 'flood');
+    const { status, output } = await runBenchmark({
+      DURATION: '2',
+      WARMUP: '1',
+      CONNECTIONS: '10',
+      REQUEST_TYPE: 'flood',
+      RATE_LIMITER_TYPE: 'valkey-glide:cluster',
+      KEYS: '200',
+      FLOOD_SHARE: '0.5',
+      RESULTS_DIR: out,
+    });
+    assert.equal(status, 0, output);
+    const r = read(path.join(out, 'valkey-glide_cluster_flood_10c_2s_run1.json'));
+    assert.equal(r.status, 'ok', r.failureReasons.join('; '));
+    const share = r.counts!.limited429 / r.counts!.requests;
+    assert.ok(share > 0.4 && share < 0.6, `429 share ${share}`);
+    // Flooders are blocked in memory: about half the writes never reach Valkey.
+    assert.ok(r.valkey!.scriptCallsPerRequest! < 0.65, JSON.stringify(r.valkey));
+    const valkeys = r.processes.filter((p) => p.role === 'valkey');
+    assert.equal(valkeys.length, 6);
+    assert.equal(valkeys.filter((p) => p.name.includes('(primary)')).length, 3);
+  });
+
+  it('measures the peer baseline on the same Valkey', async () => {
+    const file = path.join(dir, 'peer.json');
+    const { status, output } = await runBenchmark({
+      DURATION: '2',
+      WARMUP: '0',
+      CONNECTIONS: '10',
+      RATE_LIMITER_TYPE: 'fastify-rate-limit',
+      KEYS: '500',
+      OUTPUT_FILE: file,
+    });
+    assert.equal(status, 0, output);
+    const r = read(file);
+    assert.equal(r.status, 'ok', r.failureReasons.join('; '));
+    assert.equal(r.processes.find((p) => p.role === 'peer')?.name, 'peer');
+    assert.ok(r.valkey!.scriptCallsPerRequest! > 0.9, JSON.stringify(r.valkey));
+  });
+
+  it('refuses bad settings with a clear message and writes nothing', async () => {
+    const file = path.join(dir, 'bad.json');
+    const bad = await runBenchmark({
+      RATE_LIMITER_TYPE: 'redis',
+      DURATION: '2',
+      OUTPUT_FILE: file,
+    });
+    assert.equal(bad.status, 1);
+    assert.match(bad.output, /unknown implementation "redis"/);
+    assert.equal(existsSync(file), false);
+    const peerFlood = await runBenchmark({
+      RATE_LIMITER_TYPE: 'fastify-rate-limit',
+      REQUEST_TYPE: 'flood',
+      DURATION: '2',
+      OUTPUT_FILE: file,
+    });
+    assert.equal(peerFlood.status, 1);
+    assert.match(peerFlood.output, /peer baseline runs the light and heavy workloads only/);
+    // nostr-rs-relay speaks Nostr only; the relay alone is a Nostr baseline only.
+    const nrrLight = await runBenchmark({
+      RELAY_IMPL: 'nostr-rs-relay',
+      REQUEST_TYPE: 'light',
+      DURATION: '2',
+      OUTPUT_FILE: file,
+    });
+    assert.equal(nrrLight.status, 1);
+    assert.match(nrrLight.output, /nostr-rs-relay only speaks Nostr/);
+    const aloneLight = await runBenchmark({
+      RATE_LIMITER_TYPE: 'relay-alone',
+      REQUEST_TYPE: 'light',
+      DURATION: '2',
+      OUTPUT_FILE: file,
+    });
+    assert.equal(aloneLight.status, 1);
+    assert.match(aloneLight.output, /relay-alone measures the Nostr relay by itself/);
+    assert.equal(existsSync(file), false);
+  });
+
+  it('measures Nostr through iovalkey with new events, nothing refused', async () => {
+    const file = path.join(dir, 'nostr.json');
+    const { status, output } = await runBenchmark({
+      DURATION: '2',
+      WARMUP: '1',
+      CONNECTIONS: '8',
+      REQUEST_TYPE: 'nostr',
+      RATE_LIMITER_TYPE: 'iovalkey',
+      FRESH_EVENTS_PER_SEC: '4000',
+      OUTPUT_FILE: file,
+    });
+    assert.equal(status, 0, output);
+    const r = read(file);
+    assert.equal(r.status, 'ok', r.failureReasons.join('; '));
+    assert.equal(r.counts!.limited429, 0);
+    assert.equal(r.config.quota.points, 1_000_000);
+    assert.equal(r.events!.duplicates, 0);
+    assert.ok(r.events!.sent >= r.counts!.requests);
+    // The sender's quota and the author's: 2 script calls per new event (plus the seen-ids
+    // SET NX, which is no script).
+    assert.ok(Math.abs(r.valkey!.scriptCallsPerRequest! - 2) < 0.05, JSON.stringify(r.valkey));
+    assert.ok((r.valkey!.commands.set ?? 0) >= r.counts!.requests, JSON.stringify(r.valkey));
+  });
+
+  it('marks a run failed, with the reason, when the relay it is given is gone', async () => {
+    const file = path.join(dir, 'gone.json');
+    const { status } = await runBenchmark({
+      DURATION: '2',
+      RATE_LIMITER_TYPE: 'ioredis',
+      RELAY_URL: 'http://127.0.0.1:9',
+      OUTPUT_FILE: file,
+    });
+    assert.equal(status, 2);
+    const r = read(file);
+    assert.equal(r.status, 'failed');
+    assert.ok(r.failureReasons.length > 0);
+    assert.equal(r.counts, null);
+  });
+
+  it('writes files the report reads: each keeps the contract the report checks', () => {
+    const files = readdirSync(dir).filter((f) => f.endsWith('.json'));
+    assert.ok(files.length >= 4, files.join(', '));
+    const check = [
+      'import sys',
+      'sys.path.insert(0, "scripts")',
+      'from pathlib import Path',
+      'from sluice_report.load import Unreadable, load_file',
+      'bad = [(f, r.reason) for f in sys.argv[1:] if isinstance(r := load_file(Path(f)), Unreadable)]',
+      'print(bad)',
+      'sys.exit(1 if bad else 0)',
+    ].join('\n');
+    const python = path.join(venvDir(), 'bin', 'python');
+    const r = spawnSync(python, ['-c', check, ...files.map((f) => path.join(dir, f))], {
+      cwd: PROJECT_ROOT,
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    assert.equal(r.status, 0, `${r.stdout}${r.stderr}`);
+  });
+});

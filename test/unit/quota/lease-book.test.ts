@@ -1,0 +1,257 @@
+/**
+ * The lease book's own logic on an injected clock, against an in-memory store that keeps
+ * the lease scripts' rules (one counter per key with a window; grants never past the limit):
+ * when leases lapse, clip, go back, and what a take asks for.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { GatewayConfigSchema } from '../../../src/config/schema.js';
+import { MultiplierBoard } from '../../../src/pressure/follower/board.js';
+import { QuotaDecider } from '../../../src/quota/decider.js';
+import { LeaseBook } from '../../../src/quota/leases.js';
+import { Policy, makeIdentity } from '../../../src/quota/policy.js';
+import type { Store } from '../../../src/store/index.js';
+import type { LeaseEvent } from '../../../src/quota/leases.js';
+import type { LeaseStore, TakeBounds } from '../../../src/store/lease.js';
+
+class FakeLeaseStore implements LeaseStore {
+  readonly counters = new Map<string, { used: number; endsAt: number }>();
+  readonly wants: number[] = [];
+  constructor(private readonly clock: { t: number }) {}
+
+  private live(key: string) {
+    const c = this.counters.get(key);
+    return c && c.endsAt > this.clock.t ? c : undefined;
+  }
+
+  take(key: string, want: number, limit: number, windowMs: number, bounds: TakeBounds = {}) {
+    this.wants.push(want);
+    const need = bounds.need ?? 1;
+    const c = this.live(key) ?? { used: 0, endsAt: this.clock.t + windowMs };
+    const left = limit - c.used;
+    if (left < need || left <= 0) {
+      return Promise.resolve({ granted: 0, consumed: c.used, msLeft: c.endsAt - this.clock.t });
+    }
+    const granted = Math.min(want, left, Math.max(need, Math.floor(left / (bounds.divisor ?? 1))));
+    c.used += granted;
+    this.counters.set(key, c);
+    return Promise.resolve({ granted, consumed: c.used, msLeft: c.endsAt - this.clock.t });
+  }
+
+  /** A hand-back that takes its time (its script not yet cached, say) while takes do not. */
+  slowGiveBack = false;
+
+  async giveBack(key: string, points: number, msLeft: number, slackMs: number) {
+    if (this.slowGiveBack) await new Promise((r) => setTimeout(r, 20));
+    const c = this.live(key);
+    const ttl = c ? c.endsAt - this.clock.t : 0;
+    if (!c || ttl <= slackMs || ttl > msLeft + slackMs) return 0;
+    const n = Math.min(points, c.used);
+    c.used -= n;
+    return n;
+  }
+}
+
+function setUp(holders = 1, idleMs = 1000) {
+  const clock = { t: 1_000_000 };
+  const store = new FakeLeaseStore(clock);
+  const points: Record<LeaseEvent, number> = { leased: 0, spent: 0, returned: 0, expired: 0 };
+  const book = new LeaseBook(store, {
+    holders,
+    idleMs,
+    maxKeys: 3,
+    now: () => clock.t,
+    onPoints: (event, n) => (points[event] += n),
+  });
+  return { clock, store, book, points };
+}
+
+/** The node and base quota every write here goes to. */
+const S = { nodeId: 'relay-a', base: 100 };
+
+/** Let the book's background hand-backs settle. */
+const settle = () => new Promise((r) => setImmediate(r));
+
+describe('lease book', { timeout: 30_000 }, () => {
+  it('asks for 1, then 8, then 64 points while a key keeps coming back with room to spare', async () => {
+    const { store, book } = setUp();
+    for (let i = 0; i < 80; i++) assert.ok((await book.consume('k', 1, 10_000, 60_000, S)).allowed);
+    assert.deepEqual(store.wants, [1, 8, 64, 64]);
+    await book.close();
+  });
+
+  it('leases a slow key no more than it writes in half the idle time', async () => {
+    const { clock, store, book } = setUp(1, 10_000);
+    for (let i = 0; i < 6; i++) {
+      assert.ok((await book.consume('k', 1, 10_000, 600_000, S)).allowed);
+      clock.t += 3000;
+    }
+    assert.ok(Math.max(...store.wants) <= 2, `one write every 3 s: ${store.wants.join(',')}`);
+    await book.close();
+  });
+
+  it('serves the last points of a limit one by one, and exactly', async () => {
+    const { store, book } = setUp(2);
+    let admitted = 0;
+    for (let i = 0; i < 30; i++)
+      if ((await book.consume('k', 1, 20, 60_000, S)).allowed) admitted++;
+    assert.equal(admitted, 20);
+    assert.equal(store.counters.get('k')!.used, 20);
+    await book.close();
+  });
+
+  it('lets held points lapse with their window, and starts the next window afresh', async () => {
+    const { clock, book, points } = setUp();
+    for (let i = 0; i < 2; i++) await book.consume('k', 1, 100, 1000, S);
+    const held = book.snapshot('k')!.held;
+    assert.ok(held > 0);
+    clock.t += 1000;
+    const next = await book.consume('k', 1, 100, 1000, S);
+    assert.ok(next.allowed && next.tookLease, 'a new window needs a new lease');
+    assert.equal(points.expired, held);
+    assert.equal(book.snapshot('k')!.spent, 1, 'the new window counts from zero');
+    await book.close();
+  });
+
+  it('hands a lease back when the limit falls, so the next take is judged by the new limit', async () => {
+    const { store, book, points } = setUp();
+    for (let i = 0; i < 10; i++) await book.consume('k', 1, 100, 60_000, S);
+    const v = await book.consume('k', 1, 12, 60_000, S);
+    await settle();
+    assert.ok(v.tookLease, 'the held lease was not spent under the lower limit');
+    assert.ok(points.returned > 0);
+    let admitted = 11;
+    for (let i = 0; i < 5; i++) if ((await book.consume('k', 1, 12, 60_000, S)).allowed) admitted++;
+    assert.equal(admitted, 12);
+    assert.equal(store.counters.get('k')!.used, 12);
+    await book.close();
+  });
+
+  it('takes under a lower limit only once the clipped lease is back, however slow that is', async () => {
+    const { store, book } = setUp();
+    for (let i = 0; i < 10; i++) await book.consume('k', 1, 100, 60_000, S);
+    store.slowGiveBack = true;
+    const after = await Promise.all(
+      Array.from({ length: 4 }, () => book.consume('k', 1, 12, 60_000, S)),
+    );
+    assert.equal(after.filter((v) => v.allowed).length, 2, 'the two points left under 12');
+    assert.equal(store.counters.get('k')!.used, 12);
+    await book.close();
+  });
+
+  it("a node's lower multiplier hands its leases back at once, before any write", async () => {
+    const { store, book } = setUp();
+    for (let i = 0; i < 10; i++) await book.consume('k', 1, 100, 60_000, S);
+    await book.consume('other', 1, 100, 60_000, { nodeId: 'relay-b', base: 100 });
+    await book.consume('other', 1, 100, 60_000, { nodeId: 'relay-b', base: 100 });
+    const otherUsed = store.counters.get('other')!.used;
+    book.clipNode('relay-a', (base) => Math.floor(base * 0.3));
+    await settle();
+    assert.equal(store.counters.get('k')!.used, 10, 'only what was spent stays counted');
+    assert.equal(book.snapshot('k')!.held, 0);
+    assert.equal(store.counters.get('other')!.used, otherUsed, 'another node keeps its leases');
+    await book.close();
+  });
+
+  it('gives idle keys and evicted keys their points back, and everything at close', async () => {
+    const { clock, store, book } = setUp(1, 1000);
+    for (const key of ['a', 'b', 'c']) {
+      await book.consume(key, 1, 100, 60_000, S);
+      await book.consume(key, 1, 100, 60_000, S);
+    }
+    clock.t += 1500;
+    book.sweep();
+    await settle();
+    for (const key of ['a', 'b', 'c']) assert.equal(store.counters.get(key)!.used, 2, key);
+    assert.equal(book.size, 0, 'idle keys are forgotten');
+    for (const key of ['d', 'e', 'f', 'g']) {
+      await book.consume(key, 1, 100, 60_000, S);
+      await book.consume(key, 1, 100, 60_000, S);
+    }
+    await settle();
+    assert.equal(store.counters.get('d')!.used, 2, 'the least recent key, evicted, gave back');
+    await book.close();
+    for (const key of ['e', 'f', 'g']) assert.equal(store.counters.get(key)!.used, 2, key);
+  });
+
+  for (const how of ['idle', 'evicted'] as const) {
+    it(`a key ${how} takes again only once its handed-back points are in Valkey, however slow`, async () => {
+      const { clock, store, book } = setUp(1, 1000);
+      // 'k' spent 2 of a limit of 10 and holds 3 more (leases of 1, then 4 by the share rule).
+      for (let i = 0; i < 2; i++) assert.ok((await book.consume('k', 1, 10, 60_000, S)).allowed);
+      assert.equal(book.snapshot('k')!.held, 3);
+      store.slowGiveBack = true;
+      if (how === 'idle') {
+        clock.t += 1500;
+        book.sweep();
+      } else {
+        for (const key of ['x', 'y', 'z']) await book.consume(key, 1, 10, 60_000, S);
+      }
+      assert.equal(book.snapshot('k'), null, `'k' is no longer held (${how})`);
+      // Its hand-back is under way: the client's 8 points left must all be its own still.
+      const next = await Promise.all(
+        Array.from({ length: 9 }, () => book.consume('k', 1, 10, 60_000, S)),
+      );
+      assert.equal(next.filter((v) => v.allowed).length, 8, 'the 8 points the client had left');
+      assert.equal(store.counters.get('k')!.used, 10);
+      await book.close();
+    });
+  }
+
+  it('takes what a costly write needs even when the share rule would give less', async () => {
+    const { book } = setUp(4);
+    const v = await book.consume('k', 20, 40, 60_000, S);
+    assert.ok(v.allowed, 'the need (20) is granted whole while it fits');
+    assert.equal((await book.consume('k', 25, 40, 60_000, S)).allowed, false, 'only 20 left');
+    assert.ok((await book.consume('k', 1, 40, 60_000, S)).allowed, 'a cheaper write still fits');
+    await book.close();
+  });
+
+  it('one take serves concurrent writes of a key', async () => {
+    const { store, book } = setUp();
+    await book.consume('k', 1, 1000, 60_000, S);
+    const all = await Promise.all(
+      Array.from({ length: 8 }, () => book.consume('k', 1, 1000, 60_000, S)),
+    );
+    assert.ok(all.every((v) => v.allowed));
+    assert.equal(store.wants.length, 2, 'the first lease of 8 covered all eight');
+    await book.close();
+  });
+});
+
+describe('the decider with leases', { timeout: 30_000 }, () => {
+  function settingsWith(lease: { enabled: boolean; idleMs?: number }) {
+    return GatewayConfigSchema.parse({
+      admin: { token: 'a-test-token-of-some-length' },
+      upstreams: [{ id: 'relay-a', url: 'http://127.0.0.1:1' }],
+      quotas: { tiers: { default: { write: { points: 100, windowSec: 60 } } }, lease },
+    }).quotas;
+  }
+
+  it('a reload that resizes or switches off leases hands the held points back', async () => {
+    const clock = { t: 1_000_000 };
+    const fake = new FakeLeaseStore(clock);
+    const settings = settingsWith({ enabled: true });
+    const decider = new QuotaDecider(
+      { leases: fake } as unknown as Store,
+      new Policy(settings),
+      new MultiplierBoard(['relay-a']),
+      settings,
+      { now: () => clock.t },
+    );
+    const identity = makeIdentity('ip', '192.0.2.1', 'default', 'salt');
+    const write = () =>
+      decider.decide({ identity, ip: '192.0.2.1', cls: 'write', cost: 1, nodeId: 'relay-a' });
+    for (let i = 0; i < 3; i++) assert.equal((await write())!.admitted, true);
+    const [key] = [...fake.counters.keys()];
+    assert.ok(fake.counters.get(key!)!.used > 3, 'a lease is held');
+    decider.reload(settingsWith({ enabled: true, idleMs: 20_000 }));
+    await settle();
+    assert.equal(fake.counters.get(key!)!.used, 3, 'resized: the old book gave its points back');
+    assert.equal((await write())!.admitted, true);
+    decider.reload(settingsWith({ enabled: false }));
+    await settle();
+    assert.equal(fake.counters.get(key!)!.used, 4, 'switched off: nothing held any more');
+    await decider.close();
+  });
+});
