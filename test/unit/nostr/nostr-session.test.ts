@@ -551,7 +551,7 @@ async function assertShowingCause<Ts>(
   } catch (err) {
     const cause = (err as { cause?: unknown }).cause;
     if (!(err instanceof Error) || cause === undefined) throw err;
-    err.message += `\nBroken: ${cause instanceof Error ? cause.message : String(cause)}`;
+    err.message += `\nBroken: ${cause instanceof Error ? cause.message : JSON.stringify(cause)}`;
     throw err;
   }
 }
