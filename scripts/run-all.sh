@@ -12,8 +12,8 @@ usage() {
 usage: ./scripts/run-all.sh [options]        (no options on a terminal: a menu)
 
   --quick                 each client x topology x workload (light, heavy, flood, nostr) once,
-                          the Nostr variants and each adaptive law once, leases and each
-                          baseline once per topology: 2 s runs (adaptive 10 s), 500
+                          the Nostr variants, each adaptive law and each baseline once,
+                          leases once per topology: 2 s runs (adaptive 10 s), no warm-up, 500
                           identities, about five minutes with set-up. Options given beside
                           it win (--quick --clients iovalkey: the same through iovalkey)
   --clients LIST          valkey-glide, iovalkey, ioredis, each optionally +lease (quota

@@ -20,7 +20,10 @@ export function registerBenchPlan(bench: Command): void {
         'then each run in order with its run-benchmark.sh settings, then the commands ' +
         '(fleet, spike, oom); run-all.sh takes the same options and runs it',
     )
-    .option('--quick', 'each client x topology x workload (and law) once, 2 s runs, 500 identities')
+    .option(
+      '--quick',
+      'each client x topology x workload (and law) once, 2 s runs, no warm-up, 500 identities',
+    )
     .option(
       '--clients <list>',
       'clients or groups: all | standalone | cluster | lease (default all)',

@@ -79,7 +79,7 @@ describe('run-all.sh', { timeout: 420_000 }, () => {
         [r.implementation, r.mode, spec.load, spec.nostrIdentity, r.connections, r.durationSec],
         fileOf(r),
       );
-      assert.deepEqual([c.warmupSec, c.keys, c.run, c.runs], [1, 500, r.run, r.runs]);
+      assert.deepEqual([c.warmupSec, c.keys, c.run, c.runs], [0, 500, r.run, r.runs]);
       if (spec.load === 'nostr') assert.equal(c.freshEvents?.maxPerSec, 1500);
     }
 
