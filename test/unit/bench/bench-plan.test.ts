@@ -2,12 +2,17 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { CLIENT_KINDS, TOPOLOGIES } from '../src/store/options.js';
-import { WORKLOADS, WORKLOAD_SPECS, runFileName } from '../src/bench/run/config.js';
-import type { WorkloadSpec } from '../src/bench/run/config.js';
-import { QUICK, plan, planLines } from '../src/bench/run/plan.js';
-import type { PlanEntry, PlanOptions, PlannedRun, PlannedSession } from '../src/bench/run/plan.js';
-import { PROJECT_ROOT } from '../src/harness/paths.js';
+import { CLIENT_KINDS, TOPOLOGIES } from '../../../src/store/options.js';
+import { WORKLOADS, WORKLOAD_SPECS, runFileName } from '../../../src/bench/run/config.js';
+import type { WorkloadSpec } from '../../../src/bench/run/config.js';
+import { QUICK, plan, planLines } from '../../../src/bench/run/plan.js';
+import type {
+  PlanEntry,
+  PlanOptions,
+  PlannedRun,
+  PlannedSession,
+} from '../../../src/bench/run/plan.js';
+import { PROJECT_ROOT } from '../../../src/harness/paths.js';
 
 /*
  * The plan of a benchmark session (what run-all.sh runs), in process: which runs, in which
