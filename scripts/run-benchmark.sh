@@ -11,9 +11,9 @@ usage: [VAR=value ...] ./scripts/run-benchmark.sh
 
   DURATION           seconds measured (default 30)
   CONNECTIONS        concurrent connections (default 10)
-  REQUEST_TYPE       a workload (below), or nostr-sender-only (the sender charged only, no
-                     verification) or nostr-relay-verified (authors charged on the relay's
-                     OK) (default light)
+  REQUEST_TYPE       a workload (below; nostr-sender-only: the sender charged only, no
+                     verification; nostr-relay-verified: authors charged on the relay's OK)
+                     (default light)
   RATE_LIMITER_TYPE  an implementation (below), optionally with :cluster (default
                      valkey-glide); relay-alone is the load straight to the relay (nostr)
   RELAY_IMPL         a relay (below); nostr-rs-relay is nostr only, built from crates.io on
@@ -43,9 +43,10 @@ usage: [VAR=value ...] ./scripts/run-benchmark.sh
 
 The names, as the run file's schema lists them (docs/run-file.schema.json):
 USAGE
-  node -e 'const p = require(process.argv[1]).properties.config.properties;
-    for (const [key, label] of [["workload", "workloads"], ["implementation", "implementations"],
-      ["relayImpl", "relays"]]) console.log(`  ${label}: ${p[key].enum.join(" | ")}`);' \
+  node -e 'const s = require(process.argv[1]), p = s.properties.config.properties;
+    console.log(`  workloads: ${s.$defs.workloadName.enum.join(" | ")}`);
+    for (const [key, label] of [["implementation", "implementations"], ["relayImpl", "relays"]])
+      console.log(`  ${label}: ${p[key].enum.join(" | ")}`);' \
     "$ROOT/docs/run-file.schema.json"
 }
 case "${1:-}" in
@@ -103,14 +104,8 @@ else
   fi
 fi
 
-# nostr-sender-only: the Nostr workload with the sender charged only (no verification);
-# nostr-relay-verified: authors charged when the relay accepts (nostr.verify relay).
-workload="$REQUEST_TYPE" identity=()
-case "$REQUEST_TYPE" in
-  nostr-sender-only) workload=nostr identity=(--nostr-identity ip) ;;
-  nostr-relay-verified) workload=nostr identity=(--nostr-identity relay-verified) ;;
-esac
-args=(bench run "${identity[@]}" --implementation "$RATE_LIMITER_TYPE" --workload "$workload"
+# Every workload by name, Nostr variants included: bench run knows what each one sets.
+args=(bench run --implementation "$RATE_LIMITER_TYPE" --workload "$REQUEST_TYPE"
   --connections "$CONNECTIONS" --duration "$DURATION" --warmup "${WARMUP:-3}"
   --run "${RUN:-1}" --runs "${RUNS:-1}" --keys "${KEYS:-10000}"
   --distribution "${DISTRIBUTION:-uniform}" --zipf-exponent "${ZIPF_EXPONENT:-1.1}"

@@ -20,7 +20,7 @@ from typing import Any, Optional
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
-from .names import RELAY_VERIFIED, SENDER_ONLY, is_leased
+from .names import VARIANTS, is_leased
 
 SCHEMA = "sluice-bench-run/1"
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "docs" / "run-file.schema.json"
@@ -152,9 +152,7 @@ def scenario(cfg: dict[str, Any]) -> tuple[str, str]:
     if (cfg.get("workers") or 1) > 1:
         implementation = f"{implementation}-{cfg['workers']}w"
     # Nostr charging the sender only, or authors on the relay's OK, compared with relay alone.
-    if workload == "nostr":
-        workload = {"ip": SENDER_ONLY, "relay-verified": RELAY_VERIFIED}.get(
-            cfg.get("nostrIdentity"), workload)
+    workload = VARIANTS.get((workload, cfg.get("nostrIdentity")), workload)
     # An open-loop (arrival-rate) run is its own scenario: "light-rate3000".
     if cfg.get("rate"):
         workload = f"{workload}-rate{cfg['rate']:.10g}"

@@ -36,13 +36,15 @@ if set(IMPLEMENTATIONS) != set(_enum(_CONFIG["implementation"])):
     raise ImportError("names.py does not cover the schema's implementations: update it")
 
 MODES = _enum(_CONFIG["mode"])
-# The schema's workloads, with the scenarios the report tells apart inside "nostr" (by
-# config.nostrIdentity) right after it.
-_BASE_WORKLOADS = _enum(_CONFIG["workload"])
-_AT = _BASE_WORKLOADS.index("nostr") + 1
+# Every workload by name, in the report's order, as the harness names them (WORKLOAD_SPECS):
+# config.workload, or the variant that config.nostrIdentity picks.
+_NAMED = _SCHEMA["$defs"]["workloadName"]
+WORKLOADS = tuple(_NAMED["enum"])
+VARIANTS = {(v["workload"], v["nostrIdentity"]): name for name, v in _NAMED["x-variants"].items()}
 SENDER_ONLY = "nostr-sender-only"
 RELAY_VERIFIED = "nostr-relay-verified"
-WORKLOADS = (*_BASE_WORKLOADS[:_AT], RELAY_VERIFIED, SENDER_ONLY, *_BASE_WORKLOADS[_AT:])
+if not {SENDER_ONLY, RELAY_VERIFIED} <= set(VARIANTS.values()):
+    raise ImportError("names.py names Nostr variants the schema does not: update it")
 # feed: the pressure feed that adaptive runs sample beside relay, gateways and Valkey.
 ROLES = _enum(_SCHEMA["properties"]["processes"]["items"]["properties"]["role"])
 LAWS = _enum(_CONFIG["law"])

@@ -1,7 +1,7 @@
 import { Option } from 'commander';
 import type { Command } from 'commander';
-import { RELAY_IMPLS, WORKLOADS } from '../bench/run/config.js';
-import type { RelayImpl, Workload } from '../bench/run/config.js';
+import { HEAVY_WORK_ITERATIONS, RELAY_IMPLS, WORKLOADS } from '../bench/run/config.js';
+import type { NostrIdentity, RelayImpl, Workload } from '../bench/run/config.js';
 import { positiveInt, positiveNumber, share } from './flags.js';
 
 interface RunFlags {
@@ -24,7 +24,7 @@ interface RunFlags {
   valkey: string;
   relay?: string;
   relayImpl: string;
-  nostrIdentity: 'pubkey' | 'relay-verified' | 'ip';
+  nostrIdentity?: NostrIdentity;
   workers: number;
   rate?: number;
   freshEventsPerSec: number;
@@ -33,8 +33,6 @@ interface RunFlags {
   outDir?: string;
 }
 
-/** Heavy writes cost the relay this many sha256 rounds each (~1 ms of one core here). */
-export const HEAVY_WORK_ITERATIONS = 500;
 /**
  * The write quota of HTTP workloads, per identity per window: 100 writes/s over a minute, as
  * quotas are usually set (per minute), so a window sees many writes of one identity.
@@ -66,7 +64,12 @@ export function registerBenchRun(bench: Command): void {
         'or relay-alone (the load straight to the relay, no gateway: Nostr only)',
     )
     .addOption(
-      new Option('--workload <name>', 'what the load writes').choices(WORKLOADS).default('light'),
+      new Option(
+        '--workload <name>',
+        'what the load writes (a Nostr variant names whom the gateway charges: --nostr-identity)',
+      )
+        .choices(WORKLOADS)
+        .default('light'),
     )
     .option(
       '--connections <n>',
@@ -127,10 +130,8 @@ export function registerBenchRun(bench: Command): void {
         '--nostr-identity <who>',
         'nostr: pubkey (signatures verified, authors charged, as configured by default), ' +
           "relay-verified (authors charged on the relay's OK, nostr.verify relay) or ip " +
-          '(the sender only: no verification)',
-      )
-        .choices(['pubkey', 'relay-verified', 'ip'])
-        .default('pubkey'),
+          '(the sender only: no verification); default: as --workload names it (nostr: pubkey)',
+      ).choices(['pubkey', 'relay-verified', 'ip']),
     )
     .option('--workers <n>', 'gateway processes sharing the port (node:cluster)', positiveInt, 1)
     .option(
@@ -142,31 +143,34 @@ export function registerBenchRun(bench: Command): void {
     .option('--out <file>', 'result file (default: <out-dir>/<standard name>)')
     .option('--out-dir <dir>', 'results directory (default results/<timestamp>)')
     .action(async (flags: RunFlags) => {
-      const { parseTarget, clientOf, runFileName } = await import('../bench/run/config.js');
+      const { parseTarget, clientOf, runFileName, workloadSpec } =
+        await import('../bench/run/config.js');
       const { parseNodeAddress } = await import('../store/options.js');
       const target = parseTarget(flags.implementation);
-      const workload = flags.workload as Workload;
-      const adaptive = workload.startsWith('adaptive-');
+      const named = flags.workload as Workload;
+      const spec = workloadSpec(named);
+      const workload = spec.load;
+      const adaptive = spec.law !== undefined;
       if (adaptive && target.implementation === 'quotas-off') {
         throw new Error('the adaptive workload needs quotas: pick a Valkey client');
       }
       if (
         target.implementation === 'fastify-rate-limit' &&
-        !['light', 'heavy'].includes(workload)
+        !(spec.baselines as readonly string[]).includes('fastify-rate-limit')
       ) {
         throw new Error(
-          `the peer baseline runs the light and heavy workloads only (it has no tiers and no WebSocket), not ${workload}`,
+          `the peer baseline runs the light and heavy workloads only (it has no tiers and no WebSocket), not ${named}`,
         );
       }
-      if (flags.rate && (workload === 'nostr' || adaptive)) {
+      if (flags.rate && (spec.transport !== 'http' || adaptive)) {
         throw new Error(
-          `--rate (open loop) drives the HTTP workloads only, not ${workload} (its connections wait for each answer)`,
+          `--rate (open loop) drives the HTTP workloads only, not ${named} (its connections wait for each answer)`,
         );
       }
       const relayImpl = flags.relayImpl as RelayImpl;
-      if (relayImpl !== 'reference' && workload !== 'nostr') {
+      if (relayImpl !== 'reference' && spec.transport !== 'websocket') {
         throw new Error(
-          `${relayImpl} only speaks Nostr (WebSocket): the ${workload} workload needs the reference relay (--relay-impl reference)`,
+          `${relayImpl} only speaks Nostr (WebSocket): the ${named} workload needs the reference relay (--relay-impl reference)`,
         );
       }
       if (relayImpl !== 'reference' && flags.relay) {
@@ -174,8 +178,11 @@ export function registerBenchRun(bench: Command): void {
       }
       if (target.implementation === 'relay-alone' && workload !== 'nostr') {
         throw new Error(
-          `relay-alone measures the Nostr relay by itself: use --workload nostr, not ${workload}`,
+          `relay-alone measures the Nostr relay by itself: use --workload nostr, not ${named}`,
         );
+      }
+      if (flags.nostrIdentity && spec.nostrIdentity && named !== 'nostr') {
+        throw new Error(`--workload ${named} already names whom the gateway charges`);
       }
       const nostr = workload === 'nostr';
       const cfg = {
@@ -183,7 +190,7 @@ export function registerBenchRun(bench: Command): void {
         client: clientOf(target.implementation),
         mode: target.mode,
         workload,
-        transport: workload === 'nostr' ? ('websocket' as const) : ('http' as const),
+        transport: spec.transport,
         connections: adaptive ? 4 : flags.connections,
         durationSec: flags.duration,
         warmupSec: adaptive ? 0 : flags.warmup,
@@ -198,13 +205,12 @@ export function registerBenchRun(bench: Command): void {
           windowSec: flags.quotaWindowSec,
         },
         inMemoryBlock: flags.inMemoryBlock,
-        relayWorkIterations:
-          flags.workIterations ?? (workload === 'heavy' ? HEAVY_WORK_ITERATIONS : 0),
-        law: adaptive ? (workload.slice('adaptive-'.length) as 'none' | 'pid' | 'lead') : null,
+        relayWorkIterations: flags.workIterations ?? spec.relayWorkIterations,
+        law: spec.law ?? null,
         seed: flags.seed,
         relayImpl,
         freshEvents: nostr ? { maxPerSec: flags.freshEventsPerSec, authors: flags.authors } : null,
-        nostrIdentity: nostr ? flags.nostrIdentity : undefined,
+        nostrIdentity: nostr ? (flags.nostrIdentity ?? spec.nostrIdentity) : undefined,
         workers: flags.workers,
         rate: flags.rate ?? null,
       };

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { registerBenchRun, registerRelayInstall } from './bench-run.js';
 import { registerPeer } from './bench-peer.js';
+import { registerBenchPlan } from './bench-plan.js';
 import { registerBenchVerify } from './bench-verify.js';
 import { registerClientsBench } from './bench-clients.js';
 import { registerFleetBench } from './bench-fleet.js';
@@ -14,6 +15,7 @@ export function registerBench(program: Command): void {
     .command('bench')
     .description('benchmarks: bench run (what run-all.sh drives), and single-purpose measurements');
   registerBenchRun(bench);
+  registerBenchPlan(bench);
   registerRelayInstall(bench);
   registerPeer(bench);
   registerBenchVerify(bench);

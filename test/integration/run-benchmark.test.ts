@@ -1,46 +1,17 @@
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
-import type { ChildProcess } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { PROJECT_ROOT, venvDir } from '../../src/harness/paths.js';
 import type { RunResult } from '../../src/bench/run/runner.js';
-import '../helpers/signals.js';
+import { runScript } from '../helpers/scripts.js';
 
-const SCRIPT = path.join(PROJECT_ROOT, 'scripts', 'run-benchmark.sh');
 const dir = mkdtempSync(path.join(os.tmpdir(), 'sluice-run-benchmark-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
-/** Scripts still running; told to stop (their EXIT trap stops what they started) on exit. */
-const scripts = new Set<ChildProcess>();
-process.once('exit', () => {
-  for (const child of scripts) child.kill('SIGTERM');
-});
-
-function runBenchmark(env: Record<string, string>) {
-  return new Promise<{ status: number | null; output: string }>((resolve) => {
-    const child = spawn(SCRIPT, [], {
-      env: {
-        ...process.env,
-        SLUICE_SKIP_SETUP: '1',
-        VALKEY_STANDALONE: process.env.SLUICE_TEST_STANDALONE ?? '',
-        VALKEY_CLUSTER: process.env.SLUICE_TEST_CLUSTER ?? '',
-        ...env,
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let output = '';
-    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
-    scripts.add(child);
-    child.on('exit', (status) => {
-      scripts.delete(child);
-      resolve({ status, output });
-    });
-  });
-}
+const runBenchmark = (env: Record<string, string>) => runScript('run-benchmark.sh', [], env);
 
 function read(file: string): RunResult {
   return JSON.parse(readFileSync(file, 'utf8')) as RunResult;

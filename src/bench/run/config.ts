@@ -1,43 +1,172 @@
-/** One benchmark run's configuration, and the name of the file its result goes to. */
+/** One benchmark run's configuration, the workloads it can run, and its result file's name. */
+import { CLIENT_KINDS } from '../../store/options.js';
 import type { ClientKind, Topology } from '../../store/options.js';
 import type { KeyDistribution } from './keys.js';
 
-export const IMPLEMENTATIONS = [
-  'valkey-glide',
-  'iovalkey',
-  'ioredis',
-  // The same clients with quota leases (quotas.lease): points spent locally, taken in leases.
-  'valkey-glide+lease',
-  'iovalkey+lease',
-  'ioredis+lease',
+/** The same clients with quota leases (quotas.lease): points spent locally, taken in leases. */
+export const LEASED_CLIENTS = CLIENT_KINDS.map((c) => `${c}+lease` as const);
+
+/** The baselines measured beside the clients (see WORKLOAD_SPECS for where each runs). */
+export const BASELINES = [
   'quotas-off',
   'fastify-rate-limit',
   // The load straight to the relay: no front end, no Valkey client (the Nostr baseline).
   'relay-alone',
 ] as const;
+export type Baseline = (typeof BASELINES)[number];
+
+export const IMPLEMENTATIONS = [...CLIENT_KINDS, ...LEASED_CLIENTS, ...BASELINES] as const;
 export type Implementation = (typeof IMPLEMENTATIONS)[number];
 
 /** The relay behind the front end: ours, or one that users run (built from crates.io). */
 export const RELAY_IMPLS = ['reference', 'nostr-rs-relay'] as const;
 export type RelayImpl = (typeof RELAY_IMPLS)[number];
 
-export const WORKLOADS = [
-  'light',
-  'heavy',
-  'flood',
-  'nostr',
-  'adaptive-none',
-  'adaptive-pid',
-  'adaptive-lead',
-] as const;
-export type Workload = (typeof WORKLOADS)[number];
+/** Heavy writes cost the relay this many sha256 rounds each (~1 ms of one core here). */
+export const HEAVY_WORK_ITERATIONS = 500;
+
+type Identity = 'apiKey' | 'ip' | 'pubkey';
+export type NostrIdentity = 'pubkey' | 'relay-verified' | 'ip';
+export type Law = 'none' | 'pid' | 'lead';
+
+/** What a session knows of a workload: how its load travels, where it runs, what it charges. */
+export interface WorkloadSpec {
+  /** What the load writes (the run file's `config.workload`): itself, or the one it varies. */
+  load: string;
+  transport: 'http' | 'websocket';
+  /**
+   * The relay of a session it runs against: the shared light one (no work per write), the
+   * shared heavy one, a fresh one per run (Nostr: every run starts from the same state) or
+   * none of the session's (adaptive starts its own).
+   */
+  relay: 'light' | 'heavy' | 'per-run' | 'none';
+  relayWorkIterations: number;
+  /** The baselines that run it beside the clients, once per topology (--no-baselines drops them). */
+  baselines: readonly ('quotas-off' | 'fastify-rate-limit')[];
+  /** relay-alone runs it once per connection count (kept with --no-baselines: a denominator). */
+  relayAlone?: true;
+  /** Run through the first chosen client only (a variant, compared with the relay alone). */
+  firstClientOnly?: true;
+  /** Run once per session through the first chosen client (a time series, not a rate). */
+  once?: true;
+  /** `--workload` names it by this group too (nostr, adaptive). */
+  group?: string;
+  law?: Law;
+  // The gateway's settings (gateway-config.ts reads them):
+  /** Whom the gateway charges, in order. */
+  identity: readonly Identity[];
+  /** Nostr: config.nostrIdentity (whom the gateway charges besides the sender). */
+  nostrIdentity?: NostrIdentity;
+  /** Nostr: who verifies signatures (`relay`: the author is charged on the relay's OK). */
+  nostrVerify?: 'relay';
+  /** Tiers by API key: the flooders' keys get a quota of one write an hour. */
+  floodTiers?: true;
+}
+
+const HTTP = { transport: 'http', relayWorkIterations: 0, identity: ['ip'] } as const;
+const BOTH_BASELINES = ['quotas-off', 'fastify-rate-limit'] as const;
+const NOSTR = {
+  load: 'nostr',
+  transport: 'websocket',
+  relay: 'per-run',
+  relayWorkIterations: 0,
+  group: 'nostr',
+} as const;
+const adaptive = (law: Law) =>
+  ({
+    ...HTTP,
+    load: `adaptive-${law}`,
+    relay: 'none',
+    baselines: [],
+    once: true,
+    group: 'adaptive',
+    law,
+  }) as const;
+
+/**
+ * Every workload by name, in the report's order: what `bench run --workload`, the plan
+ * (`sluice bench plan`, which run-all.sh runs) and the report (through the run file's
+ * schema) know. Adding a workload is an entry here and its load in runner.ts.
+ */
+export const WORKLOAD_SPECS = {
+  light: { ...HTTP, load: 'light', relay: 'light', baselines: BOTH_BASELINES },
+  heavy: {
+    ...HTTP,
+    load: 'heavy',
+    relay: 'heavy',
+    relayWorkIterations: HEAVY_WORK_ITERATIONS,
+    baselines: BOTH_BASELINES,
+  },
+  flood: {
+    ...HTTP,
+    load: 'flood',
+    relay: 'light',
+    baselines: [],
+    identity: ['apiKey', 'ip'],
+    floodTiers: true,
+  },
+  // Nostr as configured by default: every EVENT's signature verified, the author charged.
+  nostr: {
+    ...NOSTR,
+    baselines: ['quotas-off'],
+    relayAlone: true,
+    identity: ['pubkey', 'ip'],
+    nostrIdentity: 'pubkey',
+  },
+  // Authors charged when the relay accepts the event (nostr.verify relay), no verification.
+  'nostr-relay-verified': {
+    ...NOSTR,
+    baselines: [],
+    firstClientOnly: true,
+    identity: ['pubkey', 'ip'],
+    nostrIdentity: 'relay-verified',
+    nostrVerify: 'relay',
+  },
+  // The sender only, no verification (nostr.verify auto).
+  'nostr-sender-only': {
+    ...NOSTR,
+    baselines: [],
+    firstClientOnly: true,
+    identity: ['ip'],
+    nostrIdentity: 'ip',
+  },
+  'adaptive-none': adaptive('none'),
+  'adaptive-pid': adaptive('pid'),
+  'adaptive-lead': adaptive('lead'),
+} as const satisfies Record<string, WorkloadSpec>;
+
+/** A workload by name (variants included): what the plan and `bench run --workload` take. */
+export type Workload = keyof typeof WORKLOAD_SPECS;
+export const WORKLOADS = Object.keys(WORKLOAD_SPECS) as [Workload, ...Workload[]];
+/** What a load writes: the run file's `config.workload` (a variant is recorded as its load). */
+export type Load = (typeof WORKLOAD_SPECS)[Workload]['load'];
+export const LOADS = [...new Set(WORKLOADS.map((w) => WORKLOAD_SPECS[w].load))] as [
+  Load,
+  ...Load[],
+];
+
+export function workloadSpec(name: Workload): WorkloadSpec & { load: Load } {
+  return WORKLOAD_SPECS[name];
+}
+
+/** A run's workload by name: its load, or the variant its nostrIdentity picks. */
+export function workloadOf(c: Pick<RunConfig, 'workload' | 'nostrIdentity'>): Workload {
+  const identity = c.nostrIdentity ?? 'pubkey';
+  const found = WORKLOADS.find((w) => {
+    const spec: WorkloadSpec = WORKLOAD_SPECS[w];
+    return spec.load === c.workload && (spec.nostrIdentity ?? 'pubkey') === identity;
+  });
+  if (!found) throw new Error(`no workload is ${c.workload} with nostrIdentity ${identity}`);
+  return found;
+}
 
 export interface RunConfig {
   implementation: Implementation;
   /** The Valkey client: the implementation's, ioredis for the peer, null with quotas off. */
   client: ClientKind | null;
   mode: Topology;
-  workload: Workload;
+  /** What the load writes; a Nostr variant is told apart by nostrIdentity. */
+  workload: Load;
   transport: 'http' | 'websocket';
   connections: number;
   durationSec: number;
@@ -51,7 +180,7 @@ export interface RunConfig {
   quota: { points: number; windowSec: number };
   inMemoryBlock: boolean;
   relayWorkIterations: number;
-  law: 'none' | 'pid' | 'lead' | null;
+  law: Law | null;
   seed: number;
   /** Which relay the run measures; absent in files from before it could be chosen. */
   relayImpl?: RelayImpl;
@@ -68,7 +197,7 @@ export interface RunConfig {
    * (nostr.verify relay), no verification at the gateway. `ip`: the sender only, no
    * verification (nostr.verify auto). Absent: pubkey.
    */
-  nostrIdentity?: 'pubkey' | 'relay-verified' | 'ip';
+  nostrIdentity?: NostrIdentity;
   /** Gateway processes (node:cluster workers); absent: 1. */
   workers?: number;
   /** HTTP: a fixed offered rate (open loop, latency from intended send times); absent: closed. */
@@ -77,20 +206,12 @@ export interface RunConfig {
 
 /**
  * `{implementation}_{mode}_{workload}_{connections}c_{duration}s_run{N}.json` (no ':'), with
- * `_{relayImpl}` after the workload when the relay is not the reference one; Nostr runs that
- * charge the sender only are named `nostr-sender-only`, those charging authors on the
- * relay's OK `nostr-relay-verified`.
+ * `_{relayImpl}` after the workload when the relay is not the reference one; the workload is
+ * its name in WORKLOAD_SPECS (a Nostr variant: `nostr-sender-only`, `nostr-relay-verified`).
  */
 export function runFileName(c: RunConfig): string {
   const relay = c.relayImpl && c.relayImpl !== 'reference' ? `_${c.relayImpl}` : '';
-  const workload =
-    c.nostrIdentity === 'ip'
-      ? `${c.workload}-sender-only`
-      : c.nostrIdentity === 'relay-verified'
-        ? `${c.workload}-relay-verified`
-        : c.rate
-          ? `${c.workload}-rate${c.rate}`
-          : c.workload;
+  const workload = c.rate ? `${workloadOf(c)}-rate${c.rate}` : workloadOf(c);
   const workers = c.workers && c.workers > 1 ? `-${c.workers}w` : '';
   const name = `${c.implementation}${workers}_${c.mode}_${workload}${relay}_${c.connections}c_${c.durationSec}s_run${c.run}.json`;
   if (/[:/\\]/.test(name)) throw new Error(`unsafe result file name: ${name}`);

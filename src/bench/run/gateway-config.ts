@@ -1,7 +1,7 @@
 /** The gateway configuration a benchmark run uses: everything explicit, request logging off. */
 import type { NodeAddress } from '../../store/options.js';
 import type { RunConfig } from './config.js';
-import { leases } from './config.js';
+import { leases, workloadOf, workloadSpec } from './config.js';
 import { apiKeyOf, isFlooder } from './keys.js';
 
 export const BENCH_ADMIN_TOKEN = 'bench-admin-token-0123456789';
@@ -15,8 +15,9 @@ export function benchGatewayConfig(
   relayUrl: string,
   maxBodyBytes: number,
 ) {
-  const flood = cfg.workload === 'flood';
-  const apiKeys = flood
+  // The workload's own settings: whom it charges, and tiers by API key (flood).
+  const spec = workloadSpec(workloadOf(cfg));
+  const apiKeys = spec.floodTiers
     ? Object.fromEntries(
         Array.from({ length: cfg.keys }, (_, i) => [
           apiKeyOf(i),
@@ -44,16 +45,10 @@ export function benchGatewayConfig(
     workers: cfg.workers ?? 1,
     // One load generator is one source address: its frame rate is what is being measured.
     limits: { maxBodyBytes, framesPerSecPerAddress: 1_000_000 },
-    ...(cfg.nostrIdentity === 'relay-verified' ? { nostr: { verify: 'relay' as const } } : {}),
+    ...(spec.nostrVerify ? { nostr: { verify: spec.nostrVerify } } : {}),
     // Nostr: the sender's address, then the verified author (with the seen-ids check that
     // answers a replay itself), as the default configuration does.
-    identity: {
-      order: flood
-        ? ['apiKey', 'ip']
-        : cfg.workload === 'nostr' && cfg.nostrIdentity !== 'ip'
-          ? ['pubkey', 'ip']
-          : ['ip'],
-    },
+    identity: { order: [...spec.identity] },
     quotas: {
       enabled: cfg.implementation !== 'quotas-off',
       // A fresh counter space per run: runs never inherit each other's consumption.

@@ -8,7 +8,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { CLIENT_KINDS, TOPOLOGIES } from '../../store/options.js';
-import { IMPLEMENTATIONS, RELAY_IMPLS, WORKLOADS } from './config.js';
+import { IMPLEMENTATIONS, LOADS, RELAY_IMPLS, WORKLOAD_SPECS, WORKLOADS } from './config.js';
 
 const count = z.number().int().nonnegative();
 const nullableNumber = z.number().nullable();
@@ -18,7 +18,7 @@ const RunConfigSchema = z.strictObject({
   implementation: z.enum(IMPLEMENTATIONS),
   client: z.enum(CLIENT_KINDS).nullable(),
   mode: z.enum(TOPOLOGIES),
-  workload: z.enum(WORKLOADS),
+  workload: z.enum(LOADS),
   transport: z.enum(['http', 'websocket']),
   connections: count,
   durationSec: z.number().positive(),
@@ -173,6 +173,28 @@ export function runFileJsonSchema(): Record<string, unknown> {
     ...z.toJSONSchema(RunFileSchema, { target: 'draft-2020-12' }),
     $id: 'https://sluice.example/run-file.schema.json',
     title: 'sluice bench run result (one run)',
+    $defs: { workloadName: workloadNameSchema() },
+  };
+}
+
+/**
+ * A run's workload as the plan, `bench run --workload` and the report name it, in the
+ * report's order: config.workload, or the Nostr variant its config.nostrIdentity names
+ * (`x-variants`). The report reads its names here, so they have one source: WORKLOAD_SPECS.
+ */
+function workloadNameSchema() {
+  const variants = Object.fromEntries(
+    WORKLOADS.filter((w) => w !== WORKLOAD_SPECS[w].load).map((w) => {
+      const spec: { load: string; nostrIdentity?: string } = WORKLOAD_SPECS[w];
+      return [w, { workload: spec.load, nostrIdentity: spec.nostrIdentity }];
+    }),
+  );
+  return {
+    description:
+      "a run's workload by name: config.workload, or the variant of x-variants its config.nostrIdentity picks",
+    type: 'string',
+    enum: WORKLOADS,
+    'x-variants': variants,
   };
 }
 
