@@ -171,7 +171,7 @@ async function fetchRelayInfo(
       signal: abort.signal,
     });
     if (res.statusCode < 200 || res.statusCode > 299) {
-      res.body.destroy();
+      abandon(res.body);
       throw new RelayInfoFailure(`the relay answered ${res.statusCode}`);
     }
     const text = await boundedText(res, RELAY_INFO_MAX_BYTES);
@@ -202,11 +202,20 @@ async function fetchRelayInfo(
   }
 }
 
+/**
+ * Drop a body unread (its connection goes with it). undici's body emits an abort error when
+ * destroyed; nothing else listens then, and unheard it would be an uncaught exception.
+ */
+function abandon(body: Dispatcher.ResponseData['body']): void {
+  body.on('error', () => undefined);
+  body.destroy();
+}
+
 /** The body as text, abandoned (its connection dropped) past `max` bytes. */
 async function boundedText(res: Dispatcher.ResponseData, max: number): Promise<string> {
   const declared = Number(res.headers['content-length'] ?? 0);
   if (declared > max) {
-    res.body.destroy();
+    abandon(res.body);
     throw new RelayInfoFailure(`the relay's document exceeds ${max} bytes`);
   }
   const chunks: Buffer[] = [];
@@ -214,7 +223,7 @@ async function boundedText(res: Dispatcher.ResponseData, max: number): Promise<s
   for await (const chunk of res.body) {
     size += (chunk as Buffer).byteLength;
     if (size > max) {
-      res.body.destroy();
+      abandon(res.body);
       throw new RelayInfoFailure(`the relay's document exceeds ${max} bytes`);
     }
     chunks.push(chunk as Buffer);

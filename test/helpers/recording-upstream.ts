@@ -94,6 +94,12 @@ export class RecordingUpstream {
         return;
       }
       if (req.url?.startsWith('/huge')) return endlessJson(res);
+      const status = /^\/status-(\d{3})/.exec(req.url ?? '');
+      if (status) {
+        res.statusCode = Number(status[1]);
+        res.end(JSON.stringify({ url: req.url }));
+        return;
+      }
       if (req.url?.startsWith('/not-json')) {
         res.end('<html>not a relay document</html>');
         return;

@@ -268,7 +268,14 @@ describe('raw-socket fuzz run', { timeout: 180_000 }, () => {
           .split('\n')
           .filter((l) => l.startsWith('sluice_internal_errors_total'))
           .join('\n') +
-        `\ngateway output:\n${gw.proc.output().slice(-3000)}`,
+        // The errors themselves, wherever they are in the output (the tail is mostly warnings).
+        `\ngateway errors:\n${gw.proc
+          .output()
+          .split('\n')
+          .filter((l) => l.includes('last-resort handler'))
+          .slice(0, 5)
+          .join('\n')
+          .slice(0, 6000)}`,
     );
 
     const final = rssBytes(gw.proc.pid);

@@ -13,6 +13,7 @@ import { uniquePrefix } from '../helpers/env.js';
 import { admin, request, startGateway, suiteRelayAndGateway } from '../helpers/gateway.js';
 import type { GatewayUnderTest } from '../helpers/gateway.js';
 import { RecordingUpstream } from '../helpers/recording-upstream.js';
+import { metricSum } from '../helpers/raw-socket.js';
 
 const NOSTR_JSON = { accept: 'application/nostr+json' };
 
@@ -195,8 +196,14 @@ describe('NIP-11 from the gateway, before a relay that misbehaves', { timeout: 6
     const html = await request(`${gw.url}/not-json`, { headers: NOSTR_JSON });
     assert.equal(html.status, 502);
     assert.match(html.body, /not JSON/);
+    const failing = await request(`${gw.url}/status-500`, { headers: NOSTR_JSON });
+    assert.equal(failing.status, 502);
+    assert.match(failing.body, /answered 500/);
     const ok = await request(`${gw.url}/fine`, { headers: NOSTR_JSON });
     assert.equal(ok.status, 200);
     assert.equal((await request(`${gw.adminUrl}/readyz`)).status, 200);
+    // The bodies dropped unread raised nothing the last-resort handler had to catch.
+    const metrics = await admin(gw, 'GET', '/metrics');
+    assert.equal(metricSum(metrics.body, 'sluice_internal_errors_total'), 0, metrics.body);
   });
 });
