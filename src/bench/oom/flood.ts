@@ -83,8 +83,9 @@ export interface FloodOptions {
   transport: FloodTransport;
 }
 
-export class Flood {
-  readonly counts: FloodCounts = {
+/** A flood's counts before it sends anything. */
+export function emptyFloodCounts(): FloodCounts {
+  return {
     sent: 0,
     unsent: 0,
     ok: 0,
@@ -95,6 +96,10 @@ export class Flood {
     error: 0,
     codes: {},
   };
+}
+
+export class Flood {
+  readonly counts: FloodCounts = emptyFloodCounts();
   readonly acked: Acked[] = [];
   private inFlight = 0;
   private next = 0;

@@ -9,6 +9,7 @@ import {
   parseOomKills,
   workingSet,
 } from '../../../src/bench/oom/cgroup-files.js';
+import { emptyFloodCounts } from '../../../src/bench/oom/flood.js';
 import type { Acked, FloodCounts } from '../../../src/bench/oom/flood.js';
 import { classifyOk } from '../../../src/bench/oom/nostr-client.js';
 import {
@@ -98,15 +99,7 @@ describe('cgroup files', { timeout: 10_000 }, () => {
 });
 
 const counts = (over: Partial<FloodCounts> = {}): FloodCounts => ({
-  sent: 0,
-  unsent: 0,
-  ok: 0,
-  refused: 0,
-  limited: 0,
-  server: 0,
-  client: 0,
-  error: 0,
-  codes: {},
+  ...emptyFloodCounts(),
   ...over,
 });
 
