@@ -1,8 +1,11 @@
+import { LRUCache } from 'lru-cache';
 import type { Event } from 'nostr-tools/pure';
 import type { QuotaDecision } from '../quota/decider.js';
 import { NODE_BUDGET_POLICY } from '../quota/node-budget.js';
 import { SHADOW_LOG_INTERVAL_MS, shadowed } from '../quota/shadow.js';
 import { boundIdentityKeys, identityKeys } from '../quota/identity-keys.js';
+import { Headroom } from '../quota/headroom.js';
+import type { Receipt } from '../quota/consume.js';
 import { pubkeyIdentity, resolveIdentity } from '../quota/policy.js';
 import type { Identity } from '../quota/policy.js';
 import {
@@ -23,7 +26,7 @@ export type AdmissionServices = Pick<
   'config' | 'store' | 'policy' | 'decider' | 'pool' | 'metrics' | 'log'
 >;
 import { NostrSession } from '../nostr/session.js';
-import type { SessionAction, SessionSettings } from '../nostr/session.js';
+import type { Forwarded, SessionAction, SessionSettings } from '../nostr/session.js';
 import { EventPolicy } from '../nostr/event-policy.js';
 import { newChallenge } from '../nostr/nip42.js';
 import {
@@ -115,9 +118,11 @@ function problemOf(status: number, type: string, title: string, detail: string):
  *
  * Checks run from cheapest to dearest, and work is charged before it is done: the frame
  * rate of the source address (memory), parsing with size bounds, the sender's quota (the API
- * key it presented, else its address), signature verification, the verified author's
- * quota, which only events not seen before pay (a replay is answered `duplicate:`), and last,
- * while the node is under pressure, the node's write budget, once per write.
+ * key it presented, else its address), then the author's quota, and last, while the node is
+ * under pressure, the node's write budget, once per write. An author far from its limit is
+ * charged on the event's hash alone (the relay verifies every event anyway; a refusal gives
+ * the charge back, see `hashedEvent`); near it, or unknown, the signature is verified first
+ * and a replay answered `duplicate:` without charging it.
  */
 export class Admission {
   /** Frames per source address in the current second, for the most recent addresses. */
@@ -128,17 +133,28 @@ export class Admission {
   private readonly shadowLog = new IntervalSampler(SHADOW_LOG_INTERVAL_MS);
   /** Kinds, work and costs, compiled once (nostr settings are not reloaded). */
   readonly eventPolicy: EventPolicy;
+  /** What each author's last charge showed of its quota: how its next event is judged. */
+  private readonly headroom: Headroom;
+  /**
+   * Ids this process saw a relay accept, for as long as their claim in Valkey lasts: a replay
+   * through this process is answered `duplicate:` from memory, on either path.
+   */
+  private readonly accepted: LRUCache<string, true>;
 
   constructor(private readonly ctx: AdmissionServices) {
     const { maxTrackedClients } = ctx.config.limits;
     this.frameRate = new WindowCounters(maxTrackedClients);
     this.failedChecks = new WindowCounters(maxTrackedClients);
     this.eventPolicy = new EventPolicy(ctx.config.nostr);
+    this.headroom = new Headroom(maxTrackedClients);
+    this.accepted = new LRUCache<string, true>({ max: maxTrackedClients, ttlAutopurge: false });
     boundIdentityKeys(maxTrackedClients);
     ctx.metrics.countTrackedClients(() => ({
       'identity-keys': identityKeys().size,
       'frame-rate': this.frameRate.size,
       'failed-checks': this.failedChecks.size,
+      'author-headroom': this.headroom.size,
+      'accepted-ids': this.accepted.size,
       ...ctx.decider.trackedClients(),
     }));
   }
@@ -400,15 +416,23 @@ export class Admission {
       case 'charge-author':
         await this.charge(this.author(action.pubkey), conn, 'write', action.cost);
         return;
+      case 'refund-author':
+        await this.refund(this.author(action.pubkey), conn, action.cost, action.receipt);
+        return;
+      case 'invalid':
+        ctx.metrics.frames.inc({ type: 'INVALID_SIGNATURE' });
+        return;
       case 'charge-sender':
         // Only lifted events ask this, and only an address is lifted.
         await this.charge(this.sender({ ip: conn.ip }), conn, 'write', action.cost);
         return;
       case 'claim': {
         const windowSec = ctx.policy.limitOf(this.author(action.pubkey).tier, 'write')?.windowSec;
-        if (!windowSec || ctx.decider.storeDown) return;
+        if (!windowSec) return;
+        const ms = this.claimMs(windowSec, action.createdAt);
+        this.accepted.set(action.id, true, { ttl: ms });
+        if (ctx.decider.storeDown) return;
         try {
-          const ms = this.claimMs(windowSec, action.createdAt);
           await ctx.store.kv.claim(seenKey(ctx, action.id), '1', ms);
         } catch (err) {
           // Without the mark, a replay is judged as new (and its author charged again).
@@ -454,7 +478,7 @@ export class Admission {
       return this.liftedEvent(conn, event, judged.forged, cost, bytes);
     }
     const refusedSender = await this.chargeSenders(conn, 'write', cost);
-    const withinBudget = () => this.forwardWithinBudget(conn, event, cost, bytes, false);
+    const withinBudget = () => this.forwardWithinBudget(conn, event, cost, bytes, {});
     if (judged.forged) {
       return this.doesNotVerify(conn, notOk('invalid: event id does not match its content'));
     }
@@ -470,20 +494,83 @@ export class Admission {
       return withinBudget();
     }
     if (mode === 'off' && nostr.verify !== 'always') return withinBudget();
+    const author = this.author(event.pubkey);
+    if (mode === 'gateway' && this.onHash(author, cost)) {
+      return this.hashedEvent(conn, event, judged.hashed, author, cost, bytes);
+    }
     if (!verifySignature(event)) {
       return this.doesNotVerify(conn, notOk('invalid: event id or signature does not verify'));
     }
     if (mode === 'off') return withinBudget();
-    if ((await this.seen(event.id)) === true) {
-      ctx.metrics.frames.inc({ type: 'DUPLICATE' });
-      return {
-        forward: false,
-        reply: ['OK', event.id, true, 'duplicate: already have this event'],
-      };
+    if ((await this.seen(event.id)) === true) return duplicateOf(event.id, ctx);
+    const decision = await this.chargeDecision(author, conn, 'write', cost);
+    this.headroom.learn(author.key, decision);
+    if (decision && !decision.admitted) return notOk(nostrRejection(decision));
+    return this.forwardWithinBudget(conn, event, cost, bytes, {
+      receipt: decision?.receipt,
+      author,
+    });
+  }
+
+  /**
+   * Whether an EVENT (of `bytes`, sent by an address) would now be charged to its author on its
+   * hash alone, unverified (see hashedEvent); for tests that follow each path.
+   */
+  judgedOnHash(event: Event, bytes: number): boolean {
+    const judged = this.eventPolicy.judge(event, bytes);
+    if (judged.refused !== undefined || this.sessionSettings().author !== 'gateway') return false;
+    return this.onHash(this.author(event.pubkey), judged.cost);
+  }
+
+  /** nostr.verify auto, and the author had room to spare at its last charge. */
+  private onHash(author: Identity, cost: number): boolean {
+    return this.ctx.config.nostr.verify === 'auto' && this.headroom.roomFor(author.key, cost);
+  }
+
+  /**
+   * An EVENT whose author had room to spare at its last charge (see Headroom): hashed, not
+   * verified, and its author charged before it is forwarded, as exactly as a verified one (no
+   * event goes to the relay unpaid). The relay verifies it; its refusal (`invalid:` among
+   * them) or `duplicate:` gives the author its points back, and an `invalid:` that the
+   * gateway's own check confirms counts against the connection (see NostrSession). A charge
+   * refused here is judged as a verified one would be before it stands: a forgery, or a
+   * replay of a stored event, is given back.
+   */
+  private async hashedEvent(
+    conn: ConnectionFacts,
+    event: Event,
+    hashed: boolean,
+    author: Identity,
+    cost: number,
+    bytes: number,
+  ): Promise<FrameVerdict> {
+    const notOk = (message: string): FrameVerdict => ({
+      forward: false,
+      reply: ['OK', event.id, false, message],
+    });
+    // The relay's answer must prove this pubkey: the id is the hash of this content.
+    if (!hashed && !eventIdMatches(event)) {
+      return this.doesNotVerify(conn, notOk('invalid: event id does not match its content'));
     }
-    const refusedAuthor = await this.charge(this.author(event.pubkey), conn, 'write', cost);
-    if (refusedAuthor !== undefined) return notOk(refusedAuthor);
-    return withinBudget();
+    // A replay of what a relay accepted through this process: answered here, its author spared.
+    if (this.accepted.has(event.id)) return duplicateOf(event.id, this.ctx);
+    const decision = await this.chargeDecision(author, conn, 'write', cost);
+    this.headroom.learn(author.key, decision);
+    if (decision && !decision.admitted) {
+      const forged = !verifySignature(event);
+      if (forged || (await this.seen(event.id)) === true) {
+        await this.refund(author, conn, cost, decision.receipt);
+        return forged
+          ? this.doesNotVerify(conn, notOk('invalid: event id or signature does not verify'))
+          : duplicateOf(event.id, this.ctx);
+      }
+      return notOk(nostrRejection(decision));
+    }
+    return this.forwardWithinBudget(conn, event, cost, bytes, {
+      receipt: decision?.receipt,
+      unverified: true,
+      author,
+    });
   }
 
   /**
@@ -515,11 +602,7 @@ export class Admission {
     if (mode === 'gateway' && (await this.seen(event.id)) === true) {
       const refused = await this.chargeSenders(conn, 'write', cost);
       if (refused !== undefined) return notOk(refused);
-      ctx.metrics.frames.inc({ type: 'DUPLICATE' });
-      return {
-        forward: false,
-        reply: ['OK', event.id, true, 'duplicate: already have this event'],
-      };
+      return duplicateOf(event.id, ctx);
     }
     const others = this.senders(conn).filter((identity) => identity.source !== 'ip');
     const refusedSender = await this.chargeEach(others, conn, 'write', cost);
@@ -529,23 +612,27 @@ export class Admission {
         ? this.authorKnownOverLimit(conn, event.pubkey)
         : await this.charge(this.author(event.pubkey), conn, 'write', cost);
     if (refusedAuthor !== undefined) return notOk(refusedAuthor);
-    return this.forwardWithinBudget(conn, event, cost, bytes, true);
+    return this.forwardWithinBudget(conn, event, cost, bytes, { lifted: true });
   }
 
   /**
    * Last, once every per-client charge admitted the event: the node's write budget, then the
-   * event is forwarded (`lifted`: without the address's charge, see NostrSession).
+   * event is forwarded (how: see NostrSession.eventForwarded). A refusal by the budget gives
+   * the author's charge back (`how.author`): the event was not written.
    */
   private async forwardWithinBudget(
     conn: ConnectionFacts,
     event: Event,
     cost: number,
     bytes: number,
-    lifted: boolean,
+    how: Forwarded & { author?: Identity },
   ): Promise<FrameVerdict> {
     const refused = await this.nodeBudgetRefusal(this.sender(conn), conn, cost);
-    if (refused !== undefined) return { forward: false, reply: ['OK', event.id, false, refused] };
-    conn.session.eventForwarded(event, cost, bytes, lifted);
+    if (refused !== undefined) {
+      if (how.author) await this.refund(how.author, conn, cost, how.receipt);
+      return { forward: false, reply: ['OK', event.id, false, refused] };
+    }
+    conn.session.eventForwarded(event, cost, bytes, how);
     return FORWARD;
   }
 
@@ -633,7 +720,9 @@ export class Admission {
    */
   private async seen(id: string): Promise<boolean | 'unknown'> {
     const { ctx } = this;
-    if (!ctx.config.quotas.enabled || ctx.decider.storeDown) return 'unknown';
+    if (!ctx.config.quotas.enabled) return 'unknown';
+    if (this.accepted.has(id)) return true;
+    if (ctx.decider.storeDown) return 'unknown';
     try {
       return (await ctx.store.kv.get(seenKey(ctx, id))) !== null;
     } catch (err) {
@@ -692,7 +781,18 @@ export class Admission {
     cls: 'write' | 'read',
     cost: number,
   ): Promise<string | undefined> {
-    if (cost === 0) return undefined;
+    const decision = await this.chargeDecision(identity, conn, cls, cost);
+    return !decision || decision.admitted ? undefined : nostrRejection(decision);
+  }
+
+  /** The charge's decision as the identity's tier applies it; null when nothing was charged. */
+  private async chargeDecision(
+    identity: Identity,
+    conn: Where,
+    cls: 'write' | 'read',
+    cost: number,
+  ): Promise<QuotaDecision | null> {
+    if (cost === 0) return null;
     const decided = await this.ctx.decider.decide({
       identity,
       ip: conn.ip,
@@ -700,9 +800,19 @@ export class Admission {
       cost,
       nodeId: conn.nodeId,
     });
-    if (!decided) return undefined;
-    const decision = this.judged(decided, identity, cls, conn.nodeId);
-    return decision.admitted ? undefined : nostrRejection(decision);
+    return decided && this.judged(decided, identity, cls, conn.nodeId);
+  }
+
+  /** Give back a write charge whose write was not done (best effort: see QuotaDecider.refund). */
+  private async refund(
+    identity: Identity,
+    conn: Where,
+    cost: number,
+    receipt: Receipt | undefined,
+  ): Promise<void> {
+    if (!receipt) return;
+    const req = { identity, ip: conn.ip, cls: 'write' as const, cost, nodeId: conn.nodeId };
+    await this.ctx.decider.refund(req, receipt);
   }
 
   /**
@@ -792,6 +902,12 @@ export function verifies(
   quotasEnabled: boolean,
 ): boolean {
   return mode === 'always' || (mode === 'auto' && quotasEnabled && order.includes('pubkey'));
+}
+
+/** The gateway's own answer to a replay of an event some relay accepted. */
+function duplicateOf(id: string, ctx: AdmissionServices): FrameVerdict {
+  ctx.metrics.frames.inc({ type: 'DUPLICATE' });
+  return { forward: false, reply: ['OK', id, true, 'duplicate: already have this event'] };
 }
 
 function answer(problem: Problem, headers: Record<string, string> = {}): HttpVerdict {

@@ -217,17 +217,24 @@ export class ProxiedConnection implements Drainable {
       this.toUpstream(data);
     }
     if (verdict.reply) this.send(verdict.reply);
-    if (verdict.close) {
-      this.ctx.metrics.frames.inc({ type: 'CLOSED_FOR_POLICY' });
-      this.send(['NOTICE', `restricted: ${verdict.close.reason}; closing the connection`]);
-      this.closeBoth(verdict.close.code, verdict.close.reason, 'gateway');
-    }
+    if (verdict.close) this.closeForPolicy(verdict.close.code, verdict.close.reason);
+  }
+
+  private closeForPolicy(code: number, reason: string): void {
+    if (this.closed) return;
+    this.ctx.metrics.frames.inc({ type: 'CLOSED_FOR_POLICY' });
+    this.send(['NOTICE', `restricted: ${reason}; closing the connection`]);
+    this.closeBoth(code, reason, 'gateway');
   }
 
   /** What the session asked after a relay message: I/O for the admission step, or a frame. */
   private act(action: SessionAction): void {
     if (action.type === 'close-upstream') {
       this.toUpstream(Buffer.from(JSON.stringify(['CLOSE', action.subId])));
+      return;
+    }
+    if (action.type === 'close') {
+      this.closeForPolicy(action.code, action.reason);
       return;
     }
     this.ctx.admission.act(this.facts, action).catch((err: unknown) => {

@@ -20,6 +20,7 @@
  *   (for relays without NIP-42), the relay's is withheld and no AUTH reaches the relay.
  */
 import type { Event } from 'nostr-tools/pure';
+import type { Receipt } from '../quota/consume.js';
 import { authEventProblem, MAX_CHALLENGE_LENGTH } from './nip42.js';
 
 /** AUTH events a connection may have checked (signature included) before it is refused. */
@@ -27,10 +28,11 @@ export const MAX_AUTH_ATTEMPTS = 8;
 
 export interface SessionSettings {
   /**
-   * Whether and how event authors are charged: `gateway`, verified and charged before the
-   * event is forwarded (its id claimed once the relay accepts it); `relay`, charged when the
-   * relay accepts it (or, verified here, when the relay socket closes before answering);
-   * `off`, authors are not charged.
+   * Whether and how event authors are charged: `gateway`, charged before the event is
+   * forwarded (verified first, or hashed only and verified on the relay's `invalid:`), refunded
+   * when the relay does not store it, its id claimed once the relay accepts it; `relay`,
+   * charged when the relay accepts it (or, verified here, when the relay socket closes before
+   * answering); `off`, authors are not charged.
    */
   author: 'gateway' | 'relay' | 'off';
   /** NIP-42 followed (nostr.publicUrl): the URL an AUTH event's relay tag must name. */
@@ -53,6 +55,16 @@ export type SessionAction =
   | { type: 'withhold' }
   /** Charge the author of event `id` its cost (the relay accepted it, or may have). */
   | { type: 'charge-author'; id: string; pubkey: string; cost: number }
+  /**
+   * Give the author of event `id` back what it was charged before forwarding (`receipt`):
+   * the relay refused the event, or had it already (`duplicate:`), or an event the gateway
+   * did not verify turned out not to be the author's.
+   */
+  | { type: 'refund-author'; id: string; pubkey: string; cost: number; receipt: Receipt }
+  /** Event `id`, forwarded unverified, does not verify: counted towards maxInvalidEvents. */
+  | { type: 'invalid'; id: string }
+  /** Close the client connection (after `invalid`, at maxInvalidEvents). */
+  | { type: 'close'; code: number; reason: string }
   /**
    * Charge the connection's address the cost of event `id`: it went in without paying the
    * address (its author's tier lifts it) and the relay answered `duplicate:`, a replay.
@@ -81,17 +93,33 @@ interface Awaited {
   createdAt: number;
   cost: number;
   bytes: number;
-  /** Kept under `relay` to verify before a pessimistic charge; dropped otherwise. */
+  /**
+   * Kept to verify later: under `relay` before a pessimistic charge, under `gateway` when it
+   * was forwarded unverified (on the relay's `invalid:`, or its socket's close); else dropped.
+   */
   event?: Event;
   /** Forwarded without charging the address (a lifting tier): a duplicate charges it. */
   lifted?: boolean;
+  /** What the author was charged before forwarding (`gateway`): refunded if not stored. */
+  receipt?: Receipt;
+}
+
+/** How an EVENT went to the relay under `gateway`: see `eventForwarded`. */
+export interface Forwarded {
+  /** Without the address's charge (a lifting tier): a `duplicate:` answer charges it. */
+  lifted?: boolean;
+  /** The author's charge, refunded when the relay does not store the event. */
+  receipt?: Receipt | undefined;
+  /** Hashed, not verified: the relay's `invalid:` is checked here before it counts. */
+  unverified?: boolean;
 }
 
 /** The relay's messages the session follows, by their heads (never a full parse of EVENTs). */
 const EVENT_HEAD = /^\s*\[\s*"EVENT"/;
 const CLOSED_HEAD = /^\s*\[\s*"CLOSED"\s*,\s*"((?:[^"\\]|\\.){1,256})"/;
 const AUTH_HEAD = /^\s*\[\s*"AUTH"\s*,\s*"/;
-const OK_HEAD = /^\s*\[\s*"OK"\s*,\s*"([0-9a-f]{64})"\s*,\s*(true|false)\s*,\s*"(duplicate:)?/;
+const OK_HEAD =
+  /^\s*\[\s*"OK"\s*,\s*"([0-9a-f]{64})"\s*,\s*(true|false)\s*,\s*"(duplicate:|invalid:)?/;
 /** A challenge message is short: a longer one is not parsed (nor kept). */
 const MAX_CHALLENGE_MESSAGE_BYTES = 2 * MAX_CHALLENGE_LENGTH;
 
@@ -244,11 +272,13 @@ export class NostrSession {
    * An EVENT went to the relay: its author is charged (`relay`) or its id claimed (`gateway`)
    * on the relay's OK. `event` must be hashed by the gateway (its id is its content's hash).
    * `lifted`: the address was not charged (its verified author's tier lifts it), so a
-   * `duplicate:` answer charges it then: a replay costs the replayer.
+   * `duplicate:` answer charges it then: a replay costs the replayer. `receipt`: what the
+   * author paid, given back when the relay does not store the event. `unverified`: only
+   * hashed, so a relay's `invalid:` is verified here to count against the connection.
    */
-  eventForwarded(event: Event, cost: number, bytes: number, lifted = false): void {
+  eventForwarded(event: Event, cost: number, bytes: number, how: Forwarded = {}): void {
     if (this.settings.author === 'off') return;
-    const keep = this.settings.author === 'relay' ? event : undefined;
+    const keep = this.settings.author === 'relay' || how.unverified === true ? event : undefined;
     const awaited: Awaited = {
       pubkey: event.pubkey,
       createdAt: event.created_at,
@@ -256,7 +286,8 @@ export class NostrSession {
       bytes,
       event: keep,
     };
-    if (lifted) awaited.lifted = true;
+    if (how.lifted) awaited.lifted = true;
+    if (how.receipt) awaited.receipt = how.receipt;
     this.awaiting.set(event.id, awaited);
     this.awaitingBytes += bytes;
   }
@@ -277,18 +308,23 @@ export class NostrSession {
       return [];
     }
     const head = OK_HEAD.exec(start);
-    return head ? this.ok(head[1]!, head[2] === 'true', head[3] !== undefined) : [];
+    return head ? this.ok(head[1]!, head[2] === 'true', head[3]) : [];
   }
 
   /**
    * The relay socket is gone: what it never answered is charged if its signature verifies
-   * (the relay may have stored it), under `relay`; under `gateway` the author paid already.
+   * (the relay may have stored it), under `relay`; under `gateway` the author paid already,
+   * and is refunded for an event forwarded unverified that turns out not to be its own.
    */
   upstreamGone(): SessionAction[] {
     const actions: SessionAction[] = [];
+    const relayMode = this.settings.author === 'relay';
     for (const [id, awaited] of this.awaiting) {
-      if (awaited.event && this.verify(awaited.event)) {
-        actions.push({ type: 'charge-author', id, pubkey: awaited.pubkey, cost: awaited.cost });
+      const { event, pubkey, cost, receipt } = awaited;
+      if (relayMode && event && this.verify(event)) {
+        actions.push({ type: 'charge-author', id, pubkey, cost });
+      } else if (!relayMode && event && receipt && !this.verify(event)) {
+        actions.push({ type: 'refund-author', id, pubkey, cost, receipt });
       }
     }
     this.awaiting.clear();
@@ -297,7 +333,8 @@ export class NostrSession {
     return actions;
   }
 
-  private ok(id: string, accepted: boolean, duplicate: boolean): SessionAction[] {
+  private ok(id: string, accepted: boolean, prefix: string | undefined): SessionAction[] {
+    const duplicate = prefix === 'duplicate:';
     const authPubkey = this.authPending.get(id);
     if (authPubkey !== undefined) {
       this.authPending.delete(id);
@@ -309,12 +346,28 @@ export class NostrSession {
     if (!awaited) return [];
     this.awaiting.delete(id);
     this.awaitingBytes -= awaited.bytes;
-    if (!accepted) return [];
-    const actions: SessionAction[] = [];
-    if (duplicate && awaited.lifted)
-      actions.push({ type: 'charge-sender', id, cost: awaited.cost });
+    const { pubkey, cost, receipt } = awaited;
+    // Nothing stored, or stored before: the author's charge for this one goes back.
+    const refund: SessionAction[] =
+      receipt && (!accepted || duplicate)
+        ? [{ type: 'refund-author', id, pubkey, cost, receipt }]
+        : [];
+    if (!accepted) {
+      if (this.settings.author !== 'gateway' || !awaited.event || prefix !== 'invalid:') {
+        return refund;
+      }
+      // Forwarded unverified and refused as invalid: a bad signature counts against the sender.
+      if (this.verify(awaited.event)) return refund;
+      refund.push({ type: 'invalid', id });
+      if (this.invalid()) {
+        refund.push({ type: 'close', code: 1008, reason: 'too many events that do not verify' });
+      }
+      return refund;
+    }
+    const actions: SessionAction[] = refund;
+    if (duplicate && awaited.lifted) actions.push({ type: 'charge-sender', id, cost });
     if (this.settings.author === 'gateway') {
-      actions.push({ type: 'claim', id, pubkey: awaited.pubkey, createdAt: awaited.createdAt });
+      actions.push({ type: 'claim', id, pubkey, createdAt: awaited.createdAt });
     }
     // A duplicate's author was charged when the relay first stored it.
     else if (!duplicate) {

@@ -24,6 +24,19 @@ export interface Judged {
   by: 'store' | 'memory' | 'insurance';
   /** Valkey was asked: the breaker times these calls. */
   roundTrip: boolean;
+  /** Where the cost was counted, for a refund: nowhere (undefined) when the consume took nothing. */
+  counted: Receipt['into'] | undefined;
+}
+
+/**
+ * Where a consume's points were counted and till when that count lasts: a refund returns
+ * them there and nowhere else (an insured charge to the insured share, never to Valkey), and
+ * only within the window they were counted in (a refund in the next one would be a gift).
+ */
+export interface Receipt {
+  readonly into: 'store' | 'insurance';
+  /** When the window the points were counted in ends (epoch ms, as the decider's clock reads). */
+  readonly until: number;
 }
 
 /** Valkey failed (or is being skipped after a failure): no counter judged the request. */
@@ -41,6 +54,12 @@ export type Verdict = Judged | Failed;
 export interface Consumer {
   /** `nodeId`: the relay node the request goes to (leases are clipped by its multiplier). */
   consume(key: ClientKey, cost: number, nodeId: string): Promise<Verdict>;
+  /**
+   * Give back `cost` points a consume counted (its receipt): the write they paid for was not
+   * done (the relay refused it, or had it already). Best effort: resolves false when nothing
+   * was given back (Valkey failed or is being skipped); rejects only on a bug.
+   */
+  refund(key: ClientKey, cost: number, receipt: Receipt): Promise<boolean>;
 }
 
 /** Called with the duration of each call that reached Valkey. */
@@ -60,5 +79,6 @@ export function refusedFromMemory(limit: number, msBeforeNext: number): Judged {
     exhausted: true,
     by: 'memory',
     roundTrip: false,
+    counted: undefined,
   };
 }

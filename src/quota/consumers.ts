@@ -8,7 +8,7 @@ import { StoreError } from '../store/index.js';
 import type { ClientKey, Decision, QuotaLimiter } from '../store/index.js';
 import type { WindowCounters } from '../util/window-counters.js';
 import { refusedFromMemory } from './consume.js';
-import type { Consumer, DecisionObserver, Failed, Verdict } from './consume.js';
+import type { Consumer, DecisionObserver, Failed, Receipt, Verdict } from './consume.js';
 import type { LeaseBook, LeaseVerdict } from './leases.js';
 
 function failed(err: unknown): Failed {
@@ -45,7 +45,19 @@ export class LimiterConsumer implements Consumer {
       exhausted: d.consumed >= this.points,
       by: 'store',
       roundTrip: true,
+      // rate-limiter-flexible counts a refused consume too.
+      counted: 'store',
     };
+  }
+
+  async refund(key: ClientKey, cost: number): Promise<boolean> {
+    try {
+      await (this.limiter ??= this.makeLimiter()).reward(key, cost);
+      return true;
+    } catch (err) {
+      failed(err);
+      return false;
+    }
   }
 }
 
@@ -92,7 +104,18 @@ export class LeasedConsumer implements Consumer {
       exhausted: !v.allowed && v.consumed >= limit,
       by: 'store',
       roundTrip: v.tookLease,
+      // A refused take spends nothing.
+      counted: v.allowed ? 'store' : undefined,
     };
+  }
+
+  /**
+   * Points spent from a lease still held go back into it; the rest (the lease handed back or
+   * lapsed since) to the counter in Valkey, where the hand-back put what was spent.
+   */
+  async refund(key: ClientKey, cost: number, receipt: Receipt): Promise<boolean> {
+    if (this.book.refund(`${this.terms.keyPrefix}:${key}`, cost)) return true;
+    return this.inner.refund(key, cost, receipt);
   }
 }
 
@@ -114,6 +137,12 @@ export class BlockedConsumer implements Consumer {
     const v = await this.inner.consume(key, cost, nodeId);
     if (!v.failed && v.exhausted) this.blocks.block(key, v.consumed, v.msBeforeNext);
     return v;
+  }
+
+  /** A block counts what Valkey counted: a refund lowers it (and may lift it) as it lowers Valkey's. */
+  refund(key: ClientKey, cost: number, receipt: Receipt): Promise<boolean> {
+    this.blocks.lower(key, cost);
+    return this.inner.refund(key, cost, receipt);
   }
 }
 
@@ -170,6 +199,12 @@ class BreakerConsumer implements Consumer {
     }
     return v;
   }
+
+  /** Skipped while the breaker is open: a refund is not worth waiting out a timeout for. */
+  refund(key: ClientKey, cost: number, receipt: Receipt): Promise<boolean> {
+    if (this.breaker.isOpen) return Promise.resolve(false);
+    return this.inner.refund(key, cost, receipt);
+  }
 }
 
 /** This gateway's share of a counter, kept in memory while Valkey is down. */
@@ -210,7 +245,15 @@ export class InsuredConsumer implements Consumer {
       exhausted: res.consumed >= share,
       by: 'insurance',
       roundTrip: false,
+      counted: 'insurance',
     };
+  }
+
+  /** An insured charge is refunded to the insured share: Valkey never counted it. */
+  refund(key: ClientKey, cost: number, receipt: Receipt): Promise<boolean> {
+    if (receipt.into === 'store') return this.inner.refund(key, cost, receipt);
+    this.insurance.counters().refund(key, cost);
+    return Promise.resolve(true);
   }
 }
 

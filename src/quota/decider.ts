@@ -5,7 +5,7 @@ import { StoreError } from '../store/index.js';
 import type { ClientKey, QuotaLimiter, Store } from '../store/index.js';
 import { WindowCounters } from '../util/window-counters.js';
 import { refusedFromMemory } from './consume.js';
-import type { Consumer, DecisionObserver, Verdict } from './consume.js';
+import type { Consumer, DecisionObserver, Receipt, Verdict } from './consume.js';
 import { LeasedConsumer, LimiterConsumer, StoreBreaker, guarded } from './consumers.js';
 import { LeaseBook } from './leases.js';
 import type { LeaseEvent, LeaseSnapshot } from './leases.js';
@@ -48,7 +48,12 @@ export interface QuotaDecision {
   multiplier: number;
   /** Rejected from the in-memory block, with no Valkey round trip. */
   fromMemory: boolean;
+  /** Where the cost was counted, for `refund`: undefined when nothing was. */
+  receipt?: Receipt | undefined;
 }
+
+/** A refund is skipped this close to the end of the window it was charged in (clock slack). */
+const REFUND_SLACK_MS = 100;
 
 type QuotaSettings = GatewayConfig['quotas'];
 /** What a decision shows whatever the verdict: the policy and the limit in force. */
@@ -67,6 +72,7 @@ function decisionOf(
   v: Verdict,
   shape: DecisionShape,
   onStoreFailure: QuotaSettings['onStoreFailure'],
+  now: number,
 ): QuotaDecision {
   // Built field by field, never spread: this runs for every write and a spread costs ~2%.
   if (v.failed) {
@@ -80,6 +86,7 @@ function decisionOf(
       resetSec: 1,
       multiplier: shape.multiplier,
       fromMemory: false,
+      receipt: undefined,
     };
   }
   return {
@@ -92,6 +99,7 @@ function decisionOf(
     resetSec: secondsUntil(v.msBeforeNext),
     multiplier: shape.multiplier,
     fromMemory: v.by === 'memory',
+    receipt: v.counted ? { into: v.counted, until: now + v.msBeforeNext } : undefined,
   };
 }
 
@@ -247,7 +255,21 @@ export class QuotaDecider {
     };
     const consumer = this.consumerFor(req.cls, req.identity.tier, base, points);
     const v = await consumer.consume(req.identity.key, req.cost, req.nodeId);
-    return decisionOf(v, shape, this.settings.onStoreFailure);
+    return decisionOf(v, shape, this.settings.onStoreFailure, this.now());
+  }
+
+  /**
+   * Give back what a decision of decide() counted (its receipt) for a write that was not done:
+   * to the counter that counted it (the lease, Valkey or the insured share), and only while
+   * the window it was counted in runs. Resolves false when nothing was given back.
+   */
+  async refund(req: QuotaRequest, receipt: Receipt | undefined): Promise<boolean> {
+    if (!receipt || !this.settings.enabled || req.cost <= 0) return false;
+    if (this.now() >= receipt.until - REFUND_SLACK_MS) return false;
+    const limit = this.effectiveLimit(req.identity.tier, req.cls, req.nodeId);
+    if (!limit) return false;
+    const consumer = this.consumerFor(req.cls, req.identity.tier, limit.base, limit.points);
+    return consumer.refund(req.identity.key, req.cost, receipt);
   }
 
   /**
@@ -268,7 +290,12 @@ export class QuotaDecider {
       windowSec: base.windowSec,
       multiplier,
     };
-    return decisionOf(refusedFromMemory(points, ms), shape, this.settings.onStoreFailure);
+    return decisionOf(
+      refusedFromMemory(points, ms),
+      shape,
+      this.settings.onStoreFailure,
+      this.now(),
+    );
   }
 
   /**
@@ -307,10 +334,10 @@ export class QuotaDecider {
     };
     const mode = this.settings.onStoreFailure;
     // m = 0: the node takes no writes at all; nothing to count, and it may rise any time.
-    if (points === 0) return decisionOf(refusedFromMemory(0, 1000), shape, mode);
+    if (points === 0) return decisionOf(refusedFromMemory(0, 1000), shape, mode, this.now());
     const consumer = this.nodeBudgets.consumerFor(budget, points, this.settings);
     const v = await consumer.consume(req.nodeId as ClientKey, req.cost, req.nodeId);
-    return decisionOf(v, shape, mode);
+    return decisionOf(v, shape, mode, this.now());
   }
 
   /**

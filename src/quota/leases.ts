@@ -2,8 +2,11 @@ import { LRUCache } from 'lru-cache';
 import type { Lease, LeaseStore } from '../store/index.js';
 import { leaseDivisor, leaseForRate, nextLeaseSize } from './limits.js';
 
-/** What happened to leased points: taken from Valkey, spent here, handed back, or let lapse. */
-export type LeaseEvent = 'leased' | 'spent' | 'returned' | 'expired';
+/**
+ * What happened to leased points: taken from Valkey, spent here, refunded to the lease (the
+ * write was not done), handed back, or let lapse.
+ */
+export type LeaseEvent = 'leased' | 'spent' | 'refunded' | 'returned' | 'expired';
 
 /** One verdict from the lease book. */
 export interface LeaseVerdict {
@@ -143,6 +146,19 @@ export class LeaseBook {
       }
       return this.take(key, entry, cost, limit, windowMs);
     }
+  }
+
+  /**
+   * Give `cost` points spent from the key's lease back to it (a refund): true when it holds
+   * a lease of the running window that spent them; false otherwise, and the caller gives
+   * them back to Valkey's counter, where a hand-back or the window left them.
+   */
+  refund(key: string, cost: number): boolean {
+    const entry = this.entries.peek(key);
+    if (!entry || entry.spent < cost || this.now() >= entry.endsAt) return false;
+    entry.spent -= cost;
+    this.onPoints('refunded', cost);
+    return true;
   }
 
   /** This gateway's lease on a key, or null when it holds none. */

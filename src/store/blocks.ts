@@ -48,6 +48,12 @@ export class InMemoryBlocks {
     this.blocks.set(key, { consumed, endsAt: now + msLeft });
   }
 
+  /** The key's counter went down by `points` (a refund): under its limit again, it is let go. */
+  lower(key: ClientKey, points: number): void {
+    const block = this.blocks.peek(key);
+    if (block) block.consumed -= points;
+  }
+
   /** Clients held now. */
   get size(): number {
     return this.blocks.size;

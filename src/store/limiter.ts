@@ -59,6 +59,18 @@ export class QuotaLimiter {
     return this.decision(allowed, res);
   }
 
+  /**
+   * Take `points` back from the key's counter (one round trip). Where the window has ended,
+   * the library starts a new one below 0: callers refund only within the window they charged.
+   */
+  async reward(key: ClientKey, points: number): Promise<void> {
+    try {
+      await this.inner.reward(key, points);
+    } catch (err) {
+      throw new StoreError(`quota store failed: ${describeError(err)}`, { cause: err });
+    }
+  }
+
   /** Current consumption without consuming; null when the key has no counter. */
   async peek(key: ClientKey): Promise<Decision | null> {
     try {

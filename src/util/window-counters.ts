@@ -40,6 +40,13 @@ export class WindowCounters<K extends string = string> {
     return { consumed: points, msBeforeNext: windowMs };
   }
 
+  /** Take `points` back from the key's running window (a refund), never below 0. */
+  refund(key: K, points: number): void {
+    const window = this.windows.peek(key);
+    if (window && window.endsAt > this.now())
+      window.consumed = Math.max(0, window.consumed - points);
+  }
+
   /** Points consumed in the key's running window (0 when none runs); the key stays as recent as it was. */
   peek(key: K): number {
     const window = this.windows.peek(key);

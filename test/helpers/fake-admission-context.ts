@@ -27,6 +27,8 @@ export interface Charge {
   cost: number;
   /** True when the request may go on (free or admitted). */
   admitted: boolean;
+  /** Nothing was counted: the request was free (or the store failed and it was let through). */
+  uncounted?: boolean;
 }
 
 /** Answers each decision from a script (cycled), recording it. */
@@ -47,8 +49,18 @@ export class ScriptedDecider {
       cls: req.cls,
       cost: req.cost,
       admitted: decision === null || decision.admitted,
+      uncounted: decision?.receipt === undefined,
     });
     return Promise.resolve(decision);
+  }
+
+  /** Refunds asked, in order. */
+  readonly refunds: Charge[] = [];
+
+  refund(req: QuotaRequest): Promise<boolean> {
+    const { source, raw } = req.identity;
+    this.refunds.push({ source, raw, cls: req.cls, cost: req.cost, admitted: true });
+    return Promise.resolve(true);
   }
 
   /** No in-memory blocks here: every charge is asked of the script. */
@@ -80,6 +92,7 @@ function decisionOf(answer: ScriptedAnswer, req: QuotaRequest): QuotaDecision | 
     resetSec: 3,
     multiplier: 1,
     fromMemory: false,
+    receipt: outcome === 'allowed' ? { into: 'store', until: Date.now() + 3000 } : undefined,
   };
 }
 

@@ -92,6 +92,18 @@ export class FakeValkey {
           // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors
           return c.consumed > opts.points ? Promise.reject(res) : Promise.resolve(res);
         },
+        // As rate-limiter-flexible does: a consume of -points (a window starts if none runs).
+        reward: (k: ClientKey, points: number) => {
+          this.calls++;
+          if (this.failing) return Promise.reject(new Error('valkey is down'));
+          let c = current(k);
+          if (!c) {
+            c = { consumed: 0, endsAt: this.now() + opts.duration * 1000 };
+            this.counters.set(`${opts.keyPrefix}:${k}`, c);
+          }
+          c.consumed -= points;
+          return Promise.resolve(new RateLimiterRes(0, c.endsAt - this.now(), c.consumed));
+        },
         get: (k: ClientKey) => {
           if (this.failing) return Promise.reject(new Error('valkey is down'));
           const c = current(k);

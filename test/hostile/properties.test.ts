@@ -9,7 +9,12 @@ import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import type { ConnectionFacts, FrameVerdict } from '../../src/gateway/admission.js';
 import { verifies } from '../../src/gateway/admission.js';
-import { parseClientFrame, sniffEventId, verifySignature } from '../../src/nostr/frames.js';
+import {
+  eventIdMatches,
+  parseClientFrame,
+  sniffEventId,
+  verifySignature,
+} from '../../src/nostr/frames.js';
 import { parseRequestTarget } from '../../src/gateway/request-target.js';
 import { Policy } from '../../src/quota/policy.js';
 import { GatewayConfigSchema } from '../../src/config/schema.js';
@@ -304,6 +309,8 @@ const sessionFrame = fc.record({
   binary: fc.nat(9).map((n) => n === 0),
   oversize: fc.nat(19).map((n) => n === 0),
   storeFails: fc.nat(9).map((n) => n === 0),
+  /** The relay refuses it when forwarded (OK false): nothing is stored. */
+  relayRefuses: fc.nat(3).map((n) => n === 0),
   /** Send an earlier frame of the run again (replays and duplicates). */
   replayOf: fc.oneof(
     { weight: 7, arbitrary: fc.constant(null) },
@@ -365,6 +372,8 @@ describe('the admission step over generated frames and requests', { timeout: 180
       duplicate: 0,
       authorRefused: 0,
       eventForwarded: 0,
+      hashedForgery: 0,
+      refunded: 0,
     };
     await fc.assert(
       fc.asyncProperty(run, async (r) => {
@@ -391,6 +400,8 @@ describe('the admission step over generated frames and requests', { timeout: 180
           },
         ];
         const forwardedIds = new Set<string>();
+        /** Ids the relay accepted (OK true): the admission step marks them seen in memory. */
+        const acceptedIds = new Set<string>();
         for (const [i, f] of r.frames.entries()) {
           const conn = conns[f.conn]!;
           const frameCase =
@@ -401,6 +412,9 @@ describe('the admission step over generated frames and requests', { timeout: 180
           const seenBefore = seenIds(kv.keys.keys());
           const invalidBefore = conn.session.invalidEvents;
           const chargedBefore = decider.charges.length;
+          // Which path an EVENT takes: its author charged on the hash alone, or verified first.
+          const sent = parseClientFrame(data.toString('utf8'));
+          const onHash = sent.type === 'EVENT' && admission.judgedOnHash(sent.event, data.length);
           const verdict = await admission.frame(conn, data, f.binary);
           const charges = decider.charges.slice(chargedBefore);
           const context = `${JSON.stringify(verdict)} for ${text.slice(0, 300)}`;
@@ -460,9 +474,46 @@ describe('the admission step over generated frames and requests', { timeout: 180
                 break;
               }
               const signed = verifySignature(event);
+              if (verify && !signed && onHash && eventIdMatches(event)) {
+                if (verdict.reply?.[2] === true) {
+                  // Its id was accepted through this process: a duplicate, its author spared.
+                  assert.ok(acceptedIds.has(event.id), `only an accepted id: ${context}`);
+                  assert.equal(charges.length, 1, context);
+                  break;
+                }
+                // Its author had room: charged on the hash, forwarded for the relay to verify.
+                const author = charges[1];
+                assert.ok(author, `charged to its author first: ${context}`);
+                assert.equal(charges.length, 2, context);
+                assert.deepEqual([author.source, author.raw], ['pubkey', event.pubkey], context);
+                assert.equal(verdict.forward, author.admitted, context);
+                if (!author.admitted) {
+                  // A refused charge is judged as a verified one: a forgery, counted.
+                  assert.match(String(verdict.reply?.[3]), /^invalid:/, context);
+                  assert.equal(conn.session.invalidEvents, invalidBefore + 1, context);
+                  break;
+                }
+                assert.equal(conn.session.invalidEvents, invalidBefore, 'counted on its answer');
+                // The relay refuses it: the author is refunded and the forgery counted here.
+                const no = Buffer.from(JSON.stringify(['OK', event.id, false, 'invalid: sig']));
+                const actions = conn.session.relay(no).map((a) => a.type);
+                const refunded = author.uncounted ? [] : ['refund-author'];
+                assert.deepEqual(actions.slice(0, refunded.length + 1), [...refunded, 'invalid']);
+                assert.equal(conn.session.invalidEvents, invalidBefore + 1, context);
+                assert.equal(
+                  actions.includes('close'),
+                  conn.session.invalidEvents >= r.maxInvalidEvents,
+                  `closed once past the limit: ${context}`,
+                );
+                reached.hashedForgery++;
+                break;
+              }
               if (verify && !signed) {
                 assert.equal(verdict.forward, false, `a forgery is never forwarded: ${context}`);
-                assert.equal(charges.length, 1, `a forgery charges no author: ${context}`);
+                assert.ok(
+                  charges.length === 1 || (onHash && !charges[1]!.admitted),
+                  `a forgery charges no author: ${context}`,
+                );
                 assert.match(String(verdict.reply?.[3]), /^invalid:/, context);
                 assert.equal(
                   conn.session.invalidEvents,
@@ -486,13 +537,18 @@ describe('the admission step over generated frames and requests', { timeout: 180
               } else if (verdict.reply?.[2] === true) {
                 assert.equal(verdict.forward, false, `a duplicate is not forwarded: ${context}`);
                 assert.equal(charges.length, 1, `a duplicate charges no author: ${context}`);
-                assert.ok(seenBefore.has(event.id), `only a seen event is a duplicate: ${context}`);
+                assert.ok(
+                  seenBefore.has(event.id) || acceptedIds.has(event.id),
+                  `only a seen event is a duplicate: ${context}`,
+                );
                 assert.ok(forwardedIds.has(event.id), `seen means forwarded: ${context}`);
                 reached.duplicate++;
               } else {
-                const claimable = r.quotasEnabled && !f.storeFails;
+                // What a relay accepted through this process is known here, whatever the store.
+                const claimable = r.quotasEnabled && !f.storeFails && !onHash;
                 assert.ok(
-                  !(claimable && seenBefore.has(event.id)),
+                  !(claimable && seenBefore.has(event.id)) &&
+                    !(r.quotasEnabled && acceptedIds.has(event.id)),
                   `a replay is a duplicate: ${context}`,
                 );
                 const author = charges[1];
@@ -512,9 +568,27 @@ describe('the admission step over generated frames and requests', { timeout: 180
               if (verdict.forward) {
                 forwardedIds.add(event.id);
                 reached.eventForwarded++;
-                // The relay accepts it: the session claims its id (or charges its author).
-                const ok = Buffer.from(JSON.stringify(['OK', event.id, true, '']));
-                for (const action of conn.session.relay(ok)) await admission.act(conn, action);
+                // The relay accepts it (the session claims its id, or charges its author), or
+                // refuses it: what its author paid before forwarding goes back.
+                const ok = Buffer.from(
+                  JSON.stringify([
+                    'OK',
+                    event.id,
+                    !f.relayRefuses,
+                    f.relayRefuses ? 'blocked: no' : '',
+                  ]),
+                );
+                const actions = conn.session.relay(ok);
+                const paid = charges.find((c) => c.source === 'pubkey' && !c.uncounted);
+                if (f.relayRefuses && paid && r.order.includes('pubkey')) {
+                  assert.ok(
+                    actions.some((a) => a.type === 'refund-author'),
+                    `a refused event is refunded: ${context}`,
+                  );
+                  reached.refunded++;
+                }
+                if (!f.relayRefuses && r.quotasEnabled) acceptedIds.add(event.id);
+                for (const action of actions) await admission.act(conn, action);
               }
               break;
             }

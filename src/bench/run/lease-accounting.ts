@@ -7,7 +7,7 @@ import { parsePrometheusValue } from '../../pressure/feed/samplers.js';
 export interface LeaseAccounting {
   /** Points taken from Valkey in leases. */
   leased: number;
-  /** Points spent on admitted writes. */
+  /** Points spent on admitted writes, less those refunded (writes the relay did not do). */
   spent: number;
   /** Unspent points handed back to Valkey (idle keys, shutdown, a lower limit). */
   returned: number;
@@ -21,14 +21,15 @@ export interface LeaseAccounting {
   unspent: number;
 }
 
-const EVENTS = ['leased', 'spent', 'returned', 'expired'] as const;
+const EVENTS = ['leased', 'spent', 'refunded', 'returned', 'expired'] as const;
 
 /** The lease counters in a Prometheus text exposition (a counter never moved reads 0). */
 export function leaseAccounting(metrics: string): LeaseAccounting {
-  const [leased, spent, returned, expired] = EVENTS.map(
+  const [leased, spentGross, refunded, returned, expired] = EVENTS.map(
     (event) =>
       parsePrometheusValue(metrics, 'sluice_lease_points_total', `{event="${event}"}`) ?? 0,
-  ) as [number, number, number, number];
+  ) as [number, number, number, number, number];
+  const spent = spentGross - refunded;
   // Points Valkey granted that could still be spent: neither handed back nor lapsed.
   const spendable = leased - returned - expired;
   const held = Math.max(0, spendable - spent);

@@ -59,14 +59,48 @@ class CountingDecider {
   /** The event id the pump is working on: charges are attributed to it. */
   attribution: string | undefined;
 
+  /** Refunds by value: given back, and lost (asked while Valkey failed). */
+  readonly refunds: { value: string; cost: number; id?: string; lost: boolean }[] = [];
+
   decide(req: QuotaRequest): Promise<QuotaDecision | null> {
     const value = req.identity.value;
     const counter = `${req.cls}:${value}`;
     const used = this.used.get(counter) ?? 0;
-    const admitted = !this.failing && used + req.cost <= limitOf(value);
+    const limit = limitOf(value);
+    const admitted = !this.failing && used + req.cost <= limit;
     if (admitted) this.used.set(counter, used + req.cost);
     this.asks.push({ value, cost: req.cost, cls: req.cls, admitted, id: this.attribution });
-    return Promise.resolve(decision(admitted, this.failing ? 'error' : undefined));
+    const d = decision(admitted, this.failing ? 'error' : undefined);
+    if (admitted) {
+      d.remaining = limit - used - req.cost;
+      d.limit = limit;
+      d.receipt = { into: 'store', until: Number.MAX_SAFE_INTEGER };
+    }
+    return Promise.resolve(d);
+  }
+
+  refund(req: QuotaRequest, receipt: unknown): Promise<boolean> {
+    const value = req.identity.value;
+    const lost = this.failing || receipt === undefined;
+    this.refunds.push({ value, cost: req.cost, id: this.attribution, lost });
+    if (lost) return Promise.resolve(false);
+    const counter = `${req.cls}:${value}`;
+    this.used.set(counter, (this.used.get(counter) ?? 0) - req.cost);
+    return Promise.resolve(true);
+  }
+
+  /** Points an identity was charged and not given back, for one event id or all. */
+  net(value: string, id?: string): number {
+    const mine = (a: { value: string; id?: string }) =>
+      a.value === value && (id === undefined || a.id === id);
+    const charged = this.asks.filter((a) => mine(a) && a.admitted).length;
+    const refunded = this.refunds.filter((r) => mine(r) && !r.lost).length;
+    return charged - refunded;
+  }
+
+  /** Refunds of an identity that could not be made. */
+  lost(value: string): number {
+    return this.refunds.filter((r) => r.value === value && r.lost).length;
   }
 
   /** No node write budget here: the per-client charges are what this test is about. */
@@ -179,6 +213,8 @@ class ModelRelay {
   maxHeld = 0;
   /** AUTH frames that reached the relay. */
   authReceived = 0;
+  /** Answers `OK true` that are not `duplicate:`, by pubkey: what the relay says it stored. */
+  readonly storedAnswers = new Map<string, number>();
 
   constructor(private readonly config: Config) {
     if (config.challenge === 'gateway') {
@@ -210,6 +246,7 @@ class ModelRelay {
     const [event] = this.pendingEvents.splice(pick % this.pendingEvents.length, 1);
     const canonical = /^[0-9a-f]{128}$/.test(event!.sig);
     if (this.config.relayTrustsKnownIds && this.stored.has(event!.id)) {
+      this.countStoredAnswer(event!.pubkey);
       this.outbox.push(['OK', event!.id, true, '']);
     } else if (!verifySignature(event!) || !canonical) {
       this.outbox.push(['OK', event!.id, false, 'invalid: bad signature']);
@@ -220,8 +257,13 @@ class ModelRelay {
     } else {
       this.stored.set(event!.id, event!);
       this.storedFresh.push(event!);
+      this.countStoredAnswer(event!.pubkey);
       this.outbox.push(['OK', event!.id, true, '']);
     }
+  }
+
+  private countStoredAnswer(pubkey: string): void {
+    this.storedAnswers.set(pubkey, (this.storedAnswers.get(pubkey) ?? 0) + 1);
   }
 
   answerAuth(accept: boolean): void {
@@ -246,6 +288,10 @@ class World {
   readonly clientGot: unknown[][] = [];
   /** AUTH events the client sent: id -> times. */
   readonly authSent = new Map<string, number>();
+  /** Forwarded EVENTs: id -> pubkey (as sent). */
+  readonly pubkeyOf = new Map<string, string>();
+  /** Events by pubkey the gateway never got an answer for: the relay socket closed first. */
+  readonly unanswered = new Map<string, number>();
 
   constructor(readonly config: Config) {
     this.under = admissionUnderTest(
@@ -311,6 +357,7 @@ class World {
         );
       }
       this.forwards.set(event.id, (this.forwards.get(event.id) ?? 0) + 1);
+      this.pubkeyOf.set(event.id, event.pubkey);
     }
     if (this.upstreamOpen) this.relay.receive(msg);
     this.maxAwaiting = Math.max(this.maxAwaiting, this.conn.session.awaitingCount);
@@ -337,6 +384,14 @@ class World {
     if (!this.upstreamOpen) return;
     this.upstreamOpen = false;
     this.clientOpen = false;
+    const lostIds = [
+      ...this.relay.pendingEvents.map((e) => e.id),
+      ...this.relay.outbox.filter((m) => m[0] === 'OK').map((m) => m[1] as string),
+    ];
+    for (const id of lostIds) {
+      const pk = this.pubkeyOf.get(id);
+      if (pk !== undefined) this.unanswered.set(pk, (this.unanswered.get(pk) ?? 0) + 1);
+    }
     const actions = this.conn.session.upstreamGone();
     reached.pessimistic += actions.length;
     for (const action of actions) await this.act(action);
@@ -345,6 +400,10 @@ class World {
   private async act(action: ReturnType<ConnectionFacts['session']['relay']>[number]) {
     if (action.type === 'close-upstream') {
       if (this.upstreamOpen) this.relay.receive(['CLOSE', action.subId]);
+      return;
+    }
+    if (action.type === 'close') {
+      this.clientOpen = false;
       return;
     }
     this.decider.attribution = 'id' in action ? action.id : undefined;
@@ -392,15 +451,16 @@ class World {
   checkSettled(): void {
     const authorCharged = this.config.order.includes('pubkey');
     for (const event of this.relay.storedFresh) {
-      const asks = this.decider.asks.filter(
-        (a) => a.id === event.id && a.value === `pk:${event.pubkey}`,
-      );
+      const value = `pk:${event.pubkey}`;
+      const asked = this.decider.asks.filter((a) => a.id === event.id && a.value === value);
       if (authorCharged) {
-        assert.ok(asks.length >= 1, `stored ${event.id.slice(0, 8)}, its author never charged`);
+        assert.ok(asked.length >= 1, `stored ${event.id.slice(0, 8)}, its author never charged`);
       }
+      // Net of refunds: what the author still pays for this id.
+      const paid = this.decider.net(value, event.id);
       assert.ok(
-        asks.length <= (this.forwards.get(event.id) ?? 0),
-        `${event.id.slice(0, 8)} charged ${asks.length} times for its forwards`,
+        paid <= (this.forwards.get(event.id) ?? 0),
+        `${event.id.slice(0, 8)} charged ${paid} times for its forwards`,
       );
     }
     if (!authorCharged) return;
@@ -408,6 +468,16 @@ class World {
       const stored = this.relay.storedFresh.filter((e) => e.pubkey === pk).length;
       const bound = this.config.verify === 'relay' ? LIMIT + this.maxAwaiting : LIMIT;
       assert.ok(stored <= bound, `${stored} events of one author stored, bound ${bound}`);
+      if (this.config.verify === 'relay') continue;
+      // An author pays for what the relay said it stored (or never answered), and for no event
+      // it refused or had already.
+      const paid = this.decider.net(`pk:${pk}`);
+      const answered = this.relay.storedAnswers.get(pk) ?? 0;
+      const open = (this.unanswered.get(pk) ?? 0) + this.decider.lost(`pk:${pk}`);
+      assert.ok(
+        paid <= answered + open,
+        `an author pays ${paid} for ${answered} events the relay stored (${open} unanswered or refunds lost)`,
+      );
     }
   }
 }
@@ -415,6 +485,9 @@ class World {
 /** How often each path was taken: an invariant never exercised proves nothing. */
 const reached = {
   'charge-author': 0,
+  'refund-author': 0,
+  invalid: 0,
+  close: 0,
   'charge-sender': 0,
   claim: 0,
   unbind: 0,
@@ -591,7 +664,7 @@ describe('the Nostr session over generated interleavings', { timeout: 240_000 },
       );
       const expected: (keyof typeof reached)[] = ['stored', 'close-upstream'];
       if (base.verify === 'relay') expected.push('charge-author', 'pessimistic');
-      else if (base.order.includes('pubkey')) expected.push('claim');
+      else if (base.order.includes('pubkey')) expected.push('claim', 'refund-author');
       if (base.auth) expected.push('bound');
       if (base.challenge === 'gateway') expected.push('withhold');
       else if (base.auth) expected.push('unbind');

@@ -55,7 +55,13 @@ class FakeLeaseStore implements LeaseStore {
 function setUp(holders = 1, idleMs = 1000) {
   const clock = { t: 1_000_000 };
   const store = new FakeLeaseStore(clock);
-  const points: Record<LeaseEvent, number> = { leased: 0, spent: 0, returned: 0, expired: 0 };
+  const points: Record<LeaseEvent, number> = {
+    leased: 0,
+    spent: 0,
+    refunded: 0,
+    returned: 0,
+    expired: 0,
+  };
   const book = new LeaseBook(store, {
     holders,
     idleMs,

@@ -266,13 +266,18 @@ describe('guarded: insurance(breaker(block(source)))', BOUND, () => {
   });
 });
 
+/** The quota settings of a gateway whose default tier writes `points` a minute. */
+function quotaSettings(points: number, quotas: Record<string, unknown> = {}) {
+  return GatewayConfigSchema.parse({
+    admin: { token: 'a-test-token-of-some-length' },
+    upstreams: [{ id: NODE, url: 'http://127.0.0.1:1' }],
+    quotas: { tiers: { default: { write: { points, windowSec: 60 } } }, ...quotas },
+  }).quotas;
+}
+
 describe('the decider over NodeMultipliers', BOUND, () => {
   it('reads the multiplier through the two-method interface, not the board', async () => {
-    const settings = GatewayConfigSchema.parse({
-      admin: { token: 'a-test-token-of-some-length' },
-      upstreams: [{ id: NODE, url: 'http://127.0.0.1:1' }],
-      quotas: { tiers: { default: { write: { points: 10, windowSec: 60 } } } },
-    }).quotas;
+    const settings = quotaSettings(10);
     const clock = manualClock();
     const valkey = new FakeValkey(clock.now);
     const listeners: ((m: { nodeId: string; value: number }) => void)[] = [];
@@ -299,14 +304,7 @@ describe('the decider over NodeMultipliers', BOUND, () => {
       ['open', true],
       ['closed', false],
     ] as const) {
-      const settings = GatewayConfigSchema.parse({
-        admin: { token: 'a-test-token-of-some-length' },
-        upstreams: [{ id: NODE, url: 'http://127.0.0.1:1' }],
-        quotas: {
-          onStoreFailure: mode,
-          tiers: { default: { write: { points: 10, windowSec: 60 } } },
-        },
-      }).quotas;
+      const settings = quotaSettings(10, { onStoreFailure: mode });
       const valkey = new FakeValkey(Date.now);
       valkey.failing = true;
       const multipliers: NodeMultipliers = { get: () => ({ value: 1 }), onChange: () => undefined };
@@ -321,5 +319,108 @@ describe('the decider over NodeMultipliers', BOUND, () => {
       }))!;
       assert.deepEqual([d.outcome, d.admitted, d.resetSec], ['error', admitted, 1], mode);
     }
+  });
+});
+
+describe('refunds: points go back where they were counted, within their window', BOUND, () => {
+  const receiptOf = (v: Verdict, now: number) => {
+    const j = judged(v);
+    assert.ok(j.counted, 'the consume counted its cost');
+    return { into: j.counted, until: now + j.msBeforeNext };
+  };
+
+  it('the plain limiter: a refund lets the next write in', async () => {
+    const { clock, valkey, plain } = setUp(2);
+    const vs = await consumeN(plain, 2);
+    assert.equal(judged(await plain.consume(KEY, 1, NODE)).admitted, false);
+    // The refused consume counted too (as rate-limiter-flexible does): give both back.
+    assert.equal(await plain.refund(KEY, 2, receiptOf(vs[1]!, clock.now())), true);
+    assert.equal(valkey.consumed(`${PREFIX}:${KEY}`), 1);
+    assert.equal(judged(await plain.consume(KEY, 1, NODE)).admitted, true);
+    valkey.failing = true;
+    assert.equal(await plain.refund(KEY, 1, receiptOf(vs[0]!, clock.now())), false);
+  });
+
+  it('the lease book: into the lease held (no round trip), else into Valkey', async () => {
+    const { clock, valkey, plain } = setUp(100);
+    const book = new LeaseBook(valkey.leases, {
+      holders: 1,
+      idleMs: WINDOW_MS,
+      maxKeys: 100,
+      now: clock.now,
+    });
+    const terms = { keyPrefix: PREFIX, limit: 100, windowMs: WINDOW_MS, base: 100 };
+    const consumer = new LeasedConsumer(plain, book, terms);
+    const [v] = await consumeN(consumer, 1);
+    const held = book.snapshot(`${PREFIX}:${KEY}`)!.held;
+    const inValkey = valkey.consumed(`${PREFIX}:${KEY}`);
+    assert.equal(await consumer.refund(KEY, 1, receiptOf(v!, clock.now())), true);
+    assert.equal(book.snapshot(`${PREFIX}:${KEY}`)!.held, held + 1, 'back in the lease');
+    assert.deepEqual([valkey.calls, valkey.consumed(`${PREFIX}:${KEY}`)], [0, inValkey]);
+    const [w] = await consumeN(consumer, 1);
+    await book.close(); // hands the lease back: a refund now goes to the counter
+    const before = valkey.consumed(`${PREFIX}:${KEY}`);
+    assert.equal(await consumer.refund(KEY, 1, receiptOf(w!, clock.now())), true);
+    assert.equal(valkey.consumed(`${PREFIX}:${KEY}`), before - 1);
+  });
+
+  it('the block: a refund below the limit lets the key ask Valkey again', async () => {
+    const { clock, plain } = setUp(1);
+    const blocked = new BlockedConsumer(plain, new InMemoryBlocks(100, clock.now), 1);
+    const [v] = await consumeN(blocked, 1);
+    const refused = judged(await blocked.consume(KEY, 1, NODE));
+    assert.deepEqual([refused.admitted, refused.by], [false, 'memory'], 'the counter is full');
+    assert.equal(await blocked.refund(KEY, 1, receiptOf(v!, clock.now())), true);
+    const again = judged(await blocked.consume(KEY, 1, NODE));
+    assert.deepEqual([again.admitted, again.by], [true, 'store']);
+  });
+
+  it('the breaker: skipped while open, without a call', async () => {
+    const { clock, valkey, plain } = setUp(5);
+    const breaker = new StoreBreaker(clock.now, () => 500);
+    const consumer = breaker.wrap(plain);
+    const [v] = await consumeN(consumer, 1);
+    breaker.trip();
+    const calls = valkey.calls;
+    assert.equal(await consumer.refund(KEY, 1, receiptOf(v!, clock.now())), false);
+    assert.equal(valkey.calls, calls);
+  });
+
+  it('the insured share: an insured charge goes back to the share, never to Valkey', async () => {
+    const { clock, valkey, plain } = setUp(10);
+    const counters = new WindowCounters<ReturnType<typeof clientKey>>(100, clock.now);
+    const consumer = new InsuredConsumer(plain, {
+      counters: () => counters,
+      share: 5,
+      windowMs: WINDOW_MS,
+    });
+    await consumeN(consumer, 1); // counted in Valkey
+    valkey.failing = true;
+    const [insured] = await consumeN(consumer, 1);
+    assert.equal(counters.peek(KEY), 1);
+    valkey.failing = false;
+    assert.equal(await consumer.refund(KEY, 1, receiptOf(insured!, clock.now())), true);
+    assert.deepEqual([counters.peek(KEY), valkey.consumed(`${PREFIX}:${KEY}`)], [0, 1]);
+  });
+
+  it('the decider: a refund after the window it was charged in ends is no gift to the next', async () => {
+    const settings = quotaSettings(2);
+    const clock = manualClock();
+    const valkey = new FakeValkey(clock.now);
+    const multipliers: NodeMultipliers = { get: () => ({ value: 1 }), onChange: () => undefined };
+    const decider = new QuotaDecider(valkey.store, new Policy(settings), multipliers, settings, {
+      now: clock.now,
+    });
+    const identity = makeIdentity('ip', '192.0.2.1', 'default', 'salt');
+    const req = { identity, ip: '192.0.2.1', cls: 'write' as const, cost: 1, nodeId: NODE };
+    const d = (await decider.decide(req))!;
+    assert.equal(d.receipt?.into, 'store');
+    assert.equal(await decider.refund(req, d.receipt), true, 'within the window');
+    const e = (await decider.decide(req))!;
+    clock.advance(WINDOW_MS);
+    assert.equal(await decider.refund(req, e.receipt), false, 'after it');
+    await decider.decide(req);
+    await decider.decide(req);
+    assert.equal((await decider.decide(req))!.admitted, false, 'the new window holds 2, no more');
   });
 });

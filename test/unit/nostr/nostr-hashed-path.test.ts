@@ -1,0 +1,196 @@
+/**
+ * The default Nostr path (`verify: auto`, pubkey identity) in process: the real admission
+ * step, session and quota decider, on the fake store. An author far from its limit is charged
+ * on the event's hash alone and refunded when the relay does not store the event; near its
+ * limit, or unknown, the gateway verifies before the author pays. An event with a good id
+ * and a bad signature shows which path judged it: the hashed path forwards it, the verified
+ * path refuses it.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { generateSecretKey, getPublicKey } from 'nostr-tools/pure';
+import type { Event } from 'nostr-tools/pure';
+import type { ConnectionFacts } from '../../../src/gateway/admission.js';
+import type { SessionAction } from '../../../src/nostr/session.js';
+import { QuotaDecider } from '../../../src/quota/decider.js';
+import type { NodeMultipliers } from '../../../src/quota/multipliers.js';
+import { pubkeyIdentity } from '../../../src/quota/policy.js';
+import { admissionUnderTest } from '../../helpers/fake-admission-context.js';
+import { FakeValkey, manualClock } from '../../helpers/fake-valkey.js';
+import { signedEvent } from '../../helpers/nostr-events.js';
+
+const LIMIT = 8;
+const NODE = 'relay-a';
+
+function setUp() {
+  const under = admissionUnderTest(
+    {
+      identity: { order: ['pubkey', 'ip'] },
+      nostr: { verify: 'auto', maxInvalidEvents: 3 },
+      quotas: {
+        tiers: { default: { write: { points: LIMIT, windowSec: 60 } } },
+        apiKeys: {},
+      },
+      limits: { framesPerSecPerAddress: 1_000_000 },
+    },
+    [],
+  );
+  const clock = manualClock(Date.now());
+  const valkey = new FakeValkey(clock.now);
+  const multipliers: NodeMultipliers = { get: () => ({ value: 1 }), onChange: () => undefined };
+  const decider = new QuotaDecider(
+    valkey.store,
+    under.ctx.policy,
+    multipliers,
+    under.config.quotas,
+    {
+      now: clock.now,
+    },
+  );
+  under.ctx.decider = decider;
+  const sk = generateSecretKey();
+  const pubkey = getPublicKey(sk);
+  const author = pubkeyIdentity('pubkey', pubkey, under.ctx.policy, under.config.identity.keySalt);
+  const conn: ConnectionFacts = {
+    ip: '203.0.113.30',
+    nodeId: NODE,
+    session: under.admission.newSession(),
+  };
+  const send = (event: Event) =>
+    under.admission.frame(conn, Buffer.from(JSON.stringify(['EVENT', event])), false);
+  /** The relay's answer, as the pump hands it to the session; what the session asked is done. */
+  const relay = async (message: unknown[]): Promise<SessionAction[]> => {
+    const actions = conn.session.relay(Buffer.from(JSON.stringify(message)));
+    for (const a of actions) if (a.type !== 'close') await under.admission.act(conn, a);
+    return actions;
+  };
+  const paid = async () => (await decider.usage(author, 'write', NODE))!.consumed;
+  const genuine = (n: number) => signedEvent(1, `note ${n}`, sk);
+  /** An event of this author's whose id is right and whose signature is another event's. */
+  const badSignature = (n: number): Event => ({ ...genuine(n), sig: signedEvent(1, 'x').sig });
+  return { under, valkey, author, decider, conn, send, relay, paid, genuine, badSignature };
+}
+
+describe(
+  'the hashed path: authors far from their limit pay on the hash',
+  { timeout: 30_000 },
+  () => {
+    it('an unknown author is verified first; with room, its next event is hashed only', async () => {
+      const { send, relay, paid, genuine, badSignature } = setUp();
+      const first = await send(badSignature(0));
+      assert.equal(first.forward, false, 'unknown: verified, refused');
+      assert.match(String(first.reply?.[3]), /^invalid: /);
+      assert.equal(await paid(), 0, 'the author paid nothing for it');
+      const ok = genuine(1);
+      assert.equal((await send(ok)).forward, true);
+      await relay(['OK', ok.id, true, '']);
+      assert.equal(await paid(), 1);
+      const bad = badSignature(2);
+      assert.equal((await send(bad)).forward, true, 'with room: forwarded on its hash');
+      assert.equal(await paid(), 2, 'charged before the relay saw it');
+    });
+
+    it("the relay's refusal or duplicate gives the author its points back", async () => {
+      const { send, relay, paid, genuine } = setUp();
+      const [a, b, c] = [genuine(1), genuine(2), genuine(3)];
+      await send(a);
+      await relay(['OK', a.id, true, '']);
+      for (const e of [b, c]) assert.equal((await send(e)).forward, true);
+      assert.equal(await paid(), 3);
+      const refused = await relay(['OK', b.id, false, 'blocked: not here']);
+      assert.deepEqual(
+        refused.map((x) => x.type),
+        ['refund-author'],
+      );
+      const dup = await relay(['OK', c.id, true, 'duplicate: have it']);
+      assert.deepEqual(
+        dup.map((x) => x.type),
+        ['refund-author', 'claim'],
+      );
+      assert.equal(await paid(), 1, 'only what the relay stored is paid for');
+    });
+
+    it('a bad signature the relay refuses is confirmed here, refunded, and counted: the connection closes at the bound', async () => {
+      const { conn, send, relay, paid, genuine, badSignature } = setUp();
+      const first = genuine(0);
+      await send(first);
+      await relay(['OK', first.id, true, '']);
+      const kinds: string[][] = [];
+      for (let n = 1; n <= 3; n++) {
+        const bad = badSignature(n);
+        assert.equal((await send(bad)).forward, true);
+        kinds.push(
+          (await relay(['OK', bad.id, false, 'invalid: bad signature'])).map((a) => a.type),
+        );
+      }
+      assert.deepEqual(kinds, [
+        ['refund-author', 'invalid'],
+        ['refund-author', 'invalid'],
+        ['refund-author', 'invalid', 'close'],
+      ]);
+      assert.equal(conn.session.invalidEvents, 3);
+      assert.equal(await paid(), 1);
+    });
+
+    it("a relay's invalid: for an event that verifies counts nothing against the sender", async () => {
+      const { conn, send, relay, genuine } = setUp();
+      const [a, b] = [genuine(0), genuine(1)];
+      await send(a);
+      await relay(['OK', a.id, true, '']);
+      await send(b);
+      const actions = await relay(['OK', b.id, false, 'invalid: created_at too far off']);
+      assert.deepEqual(
+        actions.map((x) => x.type),
+        ['refund-author'],
+      );
+      assert.equal(conn.session.invalidEvents, 0);
+    });
+
+    it('near its limit, every event is verified before the author pays', async () => {
+      const { send, relay, paid, genuine, badSignature } = setUp();
+      // The margin is a quarter of the limit: 2 of 8. Six stored leave exactly the margin.
+      for (let n = 0; n < 6; n++) {
+        const e = genuine(n);
+        assert.equal((await send(e)).forward, true);
+        await relay(['OK', e.id, true, '']);
+      }
+      assert.equal(await paid(), 6);
+      const bad = await send(badSignature(6));
+      assert.equal(bad.forward, false, 'verified: refused at the gateway');
+      assert.equal(await paid(), 6, 'and the author paid nothing');
+    });
+
+    it('a hashed charge refused by the counter is judged as a verified one: a forgery is given back', async () => {
+      const { valkey, author, send, relay, paid, genuine, badSignature } = setUp();
+      const e = genuine(0);
+      await send(e);
+      await relay(['OK', e.id, true, '']);
+      // Another gateway spent the rest of the author's window: this one's hint is stale.
+      for (const [id, c] of valkey.counters) if (id.endsWith(author.key)) c.consumed = LIMIT;
+      const bad = await send(badSignature(1));
+      assert.equal(bad.forward, false);
+      assert.match(String(bad.reply?.[3]), /^invalid: /, 'a forgery, not a rate limit');
+      assert.equal(await paid(), LIMIT, 'its refused charge given back');
+      const late = await send(genuine(2));
+      assert.match(String(late.reply?.[3]), /^rate-limited: /);
+    });
+
+    it('an event forwarded on its hash and never answered is refunded if it does not verify', async () => {
+      const { conn, under, send, relay, paid, genuine, badSignature } = setUp();
+      const e = genuine(0);
+      await send(e);
+      await relay(['OK', e.id, true, '']);
+      await send(genuine(1));
+      await send(badSignature(2));
+      assert.equal(await paid(), 3);
+      const gone = conn.session.upstreamGone();
+      assert.deepEqual(
+        gone.map((a) => a.type),
+        ['refund-author'],
+        'the genuine one may be stored: it stays paid',
+      );
+      for (const a of gone) await under.admission.act(conn, a);
+      assert.equal(await paid(), 2);
+    });
+  },
+);

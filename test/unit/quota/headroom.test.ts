@@ -1,0 +1,62 @@
+/**
+ * What the Nostr path reads to choose between hashing and verifying an author's event
+ * (src/quota/headroom.ts): room only where a counter's last answer showed it, in its window.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { Headroom, headroomMargin } from '../../../src/quota/headroom.js';
+import { clientKey } from '../../../src/store/index.js';
+import { manualClock } from '../../helpers/fake-valkey.js';
+
+const KEY = clientKey('author');
+const allowed = (remaining: number, limit = 20, until?: number) => ({
+  outcome: 'allowed',
+  remaining,
+  limit,
+  resetSec: 60,
+  receipt: until === undefined ? undefined : { until },
+});
+
+describe('author headroom', { timeout: 10_000 }, () => {
+  it('keeps a quarter of the limit (at least one point) as margin', () => {
+    assert.deepEqual([1, 4, 20, 21].map(headroomMargin), [1, 1, 5, 6]);
+  });
+
+  it('unknown, or within the margin of the limit: no room; far from it: room', () => {
+    const clock = manualClock();
+    const h = new Headroom(10, clock.now);
+    assert.equal(h.roomFor(KEY, 1), false, 'unknown');
+    h.learn(KEY, allowed(6));
+    assert.equal(h.roomFor(KEY, 1), true, '6 left, 1 spent, 5 kept');
+    assert.equal(h.roomFor(KEY, 2), false, 'into the margin');
+    h.learn(KEY, { ...allowed(0), outcome: 'limited' });
+    assert.equal(h.roomFor(KEY, 1), false, 'refused');
+  });
+
+  it('forgets at the end of the window the numbers belong to', () => {
+    const clock = manualClock();
+    const h = new Headroom(10, clock.now);
+    h.learn(KEY, allowed(15, 20, clock.now() + 1000));
+    assert.equal(h.roomFor(KEY, 1), true);
+    clock.advance(1000);
+    assert.equal(h.roomFor(KEY, 1), false);
+  });
+
+  it("an insured or failed decision is not the counter's: forgotten", () => {
+    const h = new Headroom(10, manualClock().now);
+    h.learn(KEY, allowed(15));
+    h.learn(KEY, { ...allowed(15), outcome: 'insured' });
+    assert.equal(h.roomFor(KEY, 1), false);
+  });
+
+  it('a free key (no limit applies) has room for a while; bounded in keys', () => {
+    const clock = manualClock();
+    const h = new Headroom(2, clock.now);
+    h.learn(KEY, null);
+    assert.equal(h.roomFor(KEY, 1000), true);
+    clock.advance(60_000);
+    assert.equal(h.roomFor(KEY, 1), false);
+    for (const k of ['a', 'b', 'c']) h.learn(clientKey(k), null);
+    assert.equal(h.size, 2);
+  });
+});
