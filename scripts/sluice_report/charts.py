@@ -14,7 +14,7 @@ from plotly.subplots import make_subplots
 
 from . import fmt
 from .aggregate import Config
-from .names import (CEILING, CLIENTS, LAW_COLORS, LAW_LABELS, LAWS, PEER, ROLE_COLORS,
+from .names import (CEILING, CLIENT_LABELS, CLIENTS, LAW_COLORS, LAW_LABELS, LAWS, PEER, ROLE_COLORS,
                     impl_color, impl_rank, mode_rank, workload_rank)
 from .ratios import best_client, peer_vs_sluice, scenario
 from .stats import Spread
@@ -136,9 +136,10 @@ def _rows_by_mode(data: list[Config]) -> tuple[go.Figure, list[str], int]:
 
 
 # Axis labels only; legends, tables and captions keep the full names.
-SHORT = {CEILING: "off", "valkey-glide": "glide", "iovalkey": "iovalkey", "ioredis": "ioredis",
-         PEER: "fastify"}
-SHORT_NOTE = f"On the axes, off = {CEILING} (the ceiling), glide = valkey-glide, fastify = {PEER}."
+SHORT = {CEILING: "off", **CLIENT_LABELS, PEER: "fastify"}
+SHORT_NOTE = "On the axes, " + ", ".join(
+    [f"off = {CEILING} (the ceiling)", *(f"{label} = {c}" for c, label in CLIENT_LABELS.items()
+                                         if label != c), f"fastify = {PEER}"]) + "."
 
 
 def _mode_rows(data: list[Config], modes: list[str]):

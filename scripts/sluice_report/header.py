@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .load import ResultsDir, Run
-from .names import CEILING, impl_rank, mode_rank, workload_rank
+from .names import CEILING, NO_INFLIGHT_SETTING, impl_rank, mode_rank, workload_rank
 
 _DIR_STAMP = re.compile(r"^(\d{8})_(\d{6})$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -128,8 +128,8 @@ _COMPARABLE = {
     "in-flight limit": ("inflightRequestsLimit", "inflightLimit"),
 }
 _INFLIGHT = "in-flight limit"
-# Libraries that have no in-flight limit: their null there is not a difference from glide's.
-NO_INFLIGHT_SETTING = frozenset({"ioredis", "iovalkey"})
+# NO_INFLIGHT_SETTING: libraries that have no in-flight limit, whose null there is not a
+# difference from glide's (the clients table says which).
 NOT_A_SETTING = "n/a: not a setting of this library"
 
 

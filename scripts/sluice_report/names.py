@@ -22,7 +22,14 @@ def _enum(prop: dict[str, Any]) -> tuple[str, ...]:
 _CONFIG = _SCHEMA["properties"]["config"]["properties"]
 CEILING = "quotas-off"
 PEER = "fastify-rate-limit"
-VALKEY_CLIENTS = _enum(_CONFIG["client"])
+# The Valkey clients in the report's order, as the harness's clients table (CLIENTS) names
+# them, with their names on chart axes and the libraries that have no in-flight limit.
+_CLIENT = _SCHEMA["$defs"]["clientName"]
+VALKEY_CLIENTS = tuple(_CLIENT["enum"])
+if VALKEY_CLIENTS != _enum(_CONFIG["client"]):
+    raise ImportError("the schema's client names disagree with config.client: regenerate it")
+CLIENT_LABELS: dict[str, str] = dict(_CLIENT["x-labels"])
+NO_INFLIGHT_SETTING = frozenset(_CLIENT["x-no-inflight-limit"])
 # The same clients with quota leases on (quotas.lease): sluice implementations too.
 LEASE_SUFFIX = "+lease"
 LEASED = tuple(f"{c}{LEASE_SUFFIX}" for c in VALKEY_CLIENTS)
@@ -47,23 +54,33 @@ if not {SENDER_ONLY, RELAY_VERIFIED} <= set(VARIANTS.values()):
     raise ImportError("names.py names Nostr variants the schema does not: update it")
 # feed: the pressure feed that adaptive runs sample beside relay, gateways and Valkey.
 ROLES = _enum(_SCHEMA["properties"]["processes"]["items"]["properties"]["role"])
-LAWS = _enum(_CONFIG["law"])
+# The adaptive arms in the report's order (no adaptation, then the laws' registry, LAWS) and
+# their names in the report.
+_LAW = _SCHEMA["$defs"]["lawName"]
+LAWS = tuple(_LAW["enum"])
+if LAWS != _enum(_CONFIG["law"]):
+    raise ImportError("the schema's law names disagree with config.law: regenerate it")
+LAW_LABELS: dict[str, str] = dict(_LAW["x-labels"])
+NO_ADAPTATION = "none"
 
+# Each client a pair of tab20's colours in the schema's order, plain then +lease; the
+# baselines keep orange, grey and purple, which no client gets.
+_CLIENT_PAIRS = (("#1f77b4", "#aec7e8"), ("#2ca02c", "#98df8a"), ("#d62728", "#ff9896"),
+                 ("#8c564b", "#c49c94"), ("#e377c2", "#f7b6d2"), ("#bcbd22", "#dbdb8d"),
+                 ("#17becf", "#9edae5"))
 IMPL_COLORS = {
     RELAY_ALONE: "#ff7f0e",
     CEILING: "#7f7f7f",
-    "valkey-glide": "#1f77b4",
-    "iovalkey": "#2ca02c",
-    "ioredis": "#d62728",
-    "valkey-glide+lease": "#aec7e8",
-    "iovalkey+lease": "#98df8a",
-    "ioredis+lease": "#ff9896",
+    **{c: plain for c, (plain, _) in zip(VALKEY_CLIENTS, _CLIENT_PAIRS)},
+    **{f"{c}{LEASE_SUFFIX}": leased for c, (_, leased) in zip(VALKEY_CLIENTS, _CLIENT_PAIRS)},
     PEER: "#9467bd",
 }
 ROLE_COLORS = {"gateway": "#1f77b4", "peer": "#9467bd", "relay": "#ff7f0e", "feed": "#17becf",
                "valkey": "#d62728"}
-LAW_COLORS = {"none": "#7f7f7f", "pid": "#ff7f0e", "lead": "#1f77b4"}
-LAW_LABELS = {"none": "no adaptation", "pid": "reference PID", "lead": "sluice lead law"}
+# No adaptation grey, then each law a colour in the schema's order.
+_LAW_PALETTE = ("#ff7f0e", "#1f77b4", "#2ca02c", "#d62728", "#9467bd", "#8c564b")
+LAW_COLORS = {NO_ADAPTATION: "#7f7f7f",
+              **dict(zip((law for law in LAWS if law != NO_ADAPTATION), _LAW_PALETTE))}
 OTHER_COLORS = ("#8c564b", "#e377c2", "#bcbd22", "#17becf")
 
 

@@ -1,16 +1,16 @@
 import type { ControlLaw } from '../pressure/laws/law.js';
-import { createLeadLaw } from '../pressure/laws/lead-law.js';
-import { createPidLaw } from '../pressure/laws/pid-law.js';
+import { LAWS, LAW_NAMES } from '../pressure/laws/registry.js';
+import { ARM_LABELS } from './run/config.js';
 import { DEFAULT_PLANT_PARAMS, createPlant, overloadStep, simulate } from './plant.js';
 import type { SimSummary } from './plant.js';
 
 /** A law that never adapts: the "no adaptation" variant on the simulated plant. */
 const noAdaptation: ControlLaw = {
-  name: 'lead',
+  name: 'none',
   step: (input) => ({ m: 1, u: input.u, uhat: input.u, mode: 'normal', emergencyEntries: 0 }),
 };
 
-/** The three variants on the simulated relay: a 3x step for 180 s after 30 s of half load. */
+/** Each variant on the simulated relay: a 3x step for 180 s after 30 s of half load. */
 export function simulateVariants(factor = 3): { variant: string; summary: SimSummary }[] {
   const scenario = overloadStep({
     sustainableBytesPerSec: DEFAULT_PLANT_PARAMS.drainBytesPerSec,
@@ -20,9 +20,8 @@ export function simulateVariants(factor = 3): { variant: string; summary: SimSum
     overloadSec: 180,
   });
   const laws: [string, ControlLaw][] = [
-    ['no adaptation', noAdaptation],
-    ['reference PID', createPidLaw()],
-    ['sluice lead law', createLeadLaw()],
+    [ARM_LABELS.none, noAdaptation],
+    ...LAW_NAMES.map((law): [string, ControlLaw] => [ARM_LABELS[law], LAWS[law].make({})]),
   ];
   return laws.map(([variant, law]) => ({
     variant,

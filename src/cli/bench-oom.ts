@@ -1,8 +1,8 @@
 import { InvalidArgumentError, Option } from 'commander';
 import type { Command } from 'commander';
 import { FLOOD_SHAPES, PROBE_WORKLOADS } from '../bench/oom/names.js';
-import { RELAY_IMPLS } from '../bench/run/config.js';
-import type { RelayImpl } from '../bench/run/config.js';
+import { ARMS, RELAY_IMPLS } from '../bench/run/config.js';
+import type { Law, RelayImpl } from '../bench/run/config.js';
 import type { ProbeWorkload } from '../bench/oom/names.js';
 import type { ClientKind, Topology } from '../store/options.js';
 import type { OomBenchOptions } from '../bench/oom/oom-bench.js';
@@ -82,11 +82,7 @@ export function registerOomBench(bench: Command): void {
         .choices(RELAY_IMPLS)
         .default('reference'),
     )
-    .option('--arms <list>', 'none, pid, lead', choicesOf(['none', 'pid', 'lead'], '--arms'), [
-      'none',
-      'pid',
-      'lead',
-    ])
+    .option('--arms <list>', ARMS.join(', '), choicesOf(ARMS, '--arms'), [...ARMS])
     .option('--floods <list>', FLOOD_SHAPES.join(', '), choicesOf(FLOOD_SHAPES, '--floods'), [
       ...FLOOD_SHAPES,
     ])
@@ -167,7 +163,7 @@ export function registerOomBench(bench: Command): void {
         const out = await runOomBench(
           {
             relayImpl,
-            variants: flags.arms as ('none' | 'pid' | 'lead')[],
+            variants: flags.arms as Law[],
             floods: flags.floods as ('heavy' | 'spam')[],
             valkey: {
               client: flags.valkeyClient,

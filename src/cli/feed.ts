@@ -11,6 +11,7 @@ import {
   valkeyModeOption,
 } from './flags.js';
 import { DEFAULT_FAST_ABOVE } from '../pressure/feed/tick-pace.js';
+import { DEFAULT_LAW, LAWS, LAW_NAMES } from '../pressure/laws/registry.js';
 
 type FeedFlags = FeedProcessOptions;
 
@@ -62,7 +63,14 @@ export function registerFeed(program: Command): void {
       positiveNumber,
       DEFAULT_FAST_ABOVE,
     )
-    .addOption(new Option('--law <law>', 'control law').choices(['lead', 'pid']).default('lead'))
+    .addOption(
+      new Option(
+        '--law <law>',
+        `control law (${LAW_NAMES.map((n) => `${n}: ${LAWS[n].description}`).join('; ')})`,
+      )
+        .choices(LAW_NAMES)
+        .default(DEFAULT_LAW),
+    )
     .option(
       '--acceptable-backlog <bytes>',
       'with --relay: the backlog the relay may hold; turns on the backlog term (with --base-rate)',

@@ -4,6 +4,7 @@ import type { ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { parseReadyLine } from '../util/ready-line.js';
 import type { ReadyInfo } from '../util/ready-line.js';
+import type { LawName } from '../pressure/laws/registry.js';
 
 /** The CLI entry point, next to this module in dist/. */
 export const CLI = fileURLToPath(new URL('../cli.js', import.meta.url));
@@ -219,7 +220,7 @@ export interface FeedOptions {
   /** The tick under pressure (the feed's default when not given; = tickMs turns it off). */
   fastTickMs?: number;
   valkey: { client: string; mode: string; nodes: string[] };
-  law?: 'lead' | 'pid';
+  law?: LawName;
   env?: NodeJS.ProcessEnv;
 }
 

@@ -1,7 +1,6 @@
-import { closeClient, connectClient, pingClient } from './connect.js';
-import { keyValue } from './kv.js';
+import { CLIENTS } from './clients/registry.js';
 import type { KeyValue } from './kv.js';
-import type { EffectiveSettings } from './connect.js';
+import type { EffectiveSettings } from './clients/driver.js';
 import { StoreError, describeError } from './errors.js';
 import { buildLimiter } from './limiter.js';
 import { leaseStore } from './lease.js';
@@ -16,7 +15,7 @@ export { StoreConfigError, StoreConnectError, StoreError } from './errors.js';
 export type { Decision, LimiterOptions, QuotaLimiter } from './limiter.js';
 export { CLIENT_KINDS, TOPOLOGIES, parseNodeAddress, parseStoreOptions } from './options.js';
 export type { ClientKind, NodeAddress, StoreOptionsInput, Topology } from './options.js';
-export type { EffectiveSettings, RawClient } from './connect.js';
+export type { EffectiveSettings } from './clients/driver.js';
 export type { KeyValue } from './kv.js';
 export type { Lease, LeaseStore } from './lease.js';
 
@@ -49,22 +48,23 @@ export interface Store {
  */
 export async function createStore(input: StoreOptionsInput): Promise<Store> {
   const opts = parseStoreOptions(input);
-  const { raw, settings } = await connectClient(opts);
+  const { driver } = await CLIENTS[opts.client].load();
+  const conn = await driver.connect(opts);
   let closed = false;
   return {
     client: opts.client,
     mode: opts.mode,
-    settings: Object.freeze({ ...settings }),
-    limiter: (limiterOpts) => buildLimiter(raw, limiterOpts),
-    kv: keyValue(raw),
-    leases: leaseStore(raw),
+    settings: Object.freeze({ ...conn.settings }),
+    limiter: (limiterOpts) => buildLimiter(conn, limiterOpts),
+    kv: conn.kv,
+    leases: leaseStore(conn),
     async subscribe(channel, onMessage) {
-      const listener = await connectClient(opts, { channel, onMessage });
-      return { close: () => closeClient(listener.raw) };
+      const listener = await driver.connect(opts, { channel, onMessage });
+      return { close: () => listener.close() };
     },
     async ping() {
       try {
-        await pingClient(raw);
+        await conn.ping();
       } catch (err) {
         throw new StoreError(`ping failed: ${describeError(err)}`, { cause: err });
       }
@@ -72,7 +72,7 @@ export async function createStore(input: StoreOptionsInput): Promise<Store> {
     async close() {
       if (closed) return;
       closed = true;
-      await closeClient(raw);
+      await conn.close();
     },
   };
 }

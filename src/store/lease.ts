@@ -1,5 +1,4 @@
-import { Script as GlideScript } from '@valkey/valkey-glide';
-import type { RawClient } from './connect.js';
+import type { ClientConnection, ScriptRunner } from './clients/driver.js';
 import { storeCall } from './errors.js';
 
 /**
@@ -82,36 +81,17 @@ export interface LeaseStore {
   giveBack(key: string, points: number, msLeft: number, slackMs: number): Promise<number>;
 }
 
-type Script = 'take' | 'giveBack';
-type Call = (script: Script, key: string, args: number[]) => Promise<unknown>;
-
-interface IoScripts {
-  defineCommand(name: string, def: { numberOfKeys: number; lua: string }): void;
-  sluiceLeaseTake(key: string, ...args: string[]): Promise<unknown>;
-  sluiceLeaseGiveBack(key: string, ...args: string[]): Promise<unknown>;
-}
-
-function caller(raw: RawClient): Call {
-  if (raw.kind === 'valkey-glide') {
-    const scripts = { take: new GlideScript(TAKE), giveBack: new GlideScript(GIVE_BACK) };
-    return (script, key, args) =>
-      raw.client.invokeScript(scripts[script], { keys: [key], args: args.map(String) });
-  }
-  // EVALSHA, with EVAL when the script is not cached (after a restart or a failover).
-  const c = raw.client as unknown as IoScripts;
-  c.defineCommand('sluiceLeaseTake', { numberOfKeys: 1, lua: TAKE });
-  c.defineCommand('sluiceLeaseGiveBack', { numberOfKeys: 1, lua: GIVE_BACK });
-  return (script, key, args) =>
-    script === 'take'
-      ? c.sluiceLeaseTake(key, ...args.map(String))
-      : c.sluiceLeaseGiveBack(key, ...args.map(String));
-}
+/** The scripts by the names the client registers them under. */
+const SCRIPTS = { sluiceLeaseTake: TAKE, sluiceLeaseGiveBack: GIVE_BACK };
+type Script = keyof typeof SCRIPTS;
 
 /** Scripts are registered on first use: a gateway without leases never loads them. */
-export function leaseStore(raw: RawClient): LeaseStore {
-  let cached: Call | undefined;
-  const call = (script: Script, key: string, args: number[]) =>
-    storeCall(`lease ${script}`, () => (cached ??= caller(raw))(script, key, args));
+export function leaseStore(conn: Pick<ClientConnection, 'scripts'>): LeaseStore {
+  let cached: ScriptRunner<Script> | undefined;
+  const call = (script: Script, what: string, key: string, args: number[]) =>
+    storeCall(`lease ${what}`, () =>
+      (cached ??= conn.scripts(SCRIPTS))(script, key, args.map(String)),
+    );
   return {
     async take(key, want, limit, windowMs, bounds = {}) {
       const need = bounds.need ?? Math.min(1, want);
@@ -126,14 +106,20 @@ export function leaseStore(raw: RawClient): LeaseStore {
       }
       if (need > want) throw new RangeError('need must not exceed want');
       if (!(divisor >= 1)) throw new RangeError('divisor must be >= 1');
-      const reply = (await call('take', key, [want, limit, windowMs, need, divisor])) as number[];
+      const reply = (await call('sluiceLeaseTake', 'take', key, [
+        want,
+        limit,
+        windowMs,
+        need,
+        divisor,
+      ])) as number[];
       const [granted, consumed, ttl] = reply.map(Number) as [number, number, number];
       return { granted, consumed, msLeft: Math.max(0, ttl) };
     },
     async giveBack(key, points, msLeft, slackMs) {
       if (points <= 0 || msLeft <= slackMs) return 0;
       const args = [Math.floor(points), Math.ceil(slackMs), Math.ceil(msLeft + slackMs)];
-      return Number(await call('giveBack', key, args));
+      return Number(await call('sluiceLeaseGiveBack', 'giveBack', key, args));
     },
   };
 }

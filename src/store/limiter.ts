@@ -1,11 +1,6 @@
-import {
-  RateLimiterRedis,
-  RateLimiterRes,
-  RateLimiterValkey,
-  RateLimiterValkeyGlide,
-} from 'rate-limiter-flexible';
+import { RateLimiterRes } from 'rate-limiter-flexible';
 import type { RateLimiterAbstract, RateLimiterStoreAbstract } from 'rate-limiter-flexible';
-import type { RawClient } from './connect.js';
+import type { ClientConnection } from './clients/driver.js';
 import { StoreError, describeError } from './errors.js';
 import type { ClientKey } from './keys.js';
 
@@ -92,55 +87,19 @@ export class QuotaLimiter {
   }
 }
 
-export function buildLimiter(raw: RawClient, opts: LimiterOptions): QuotaLimiter {
+/** A limiter of the connection's library (its driver picks rate-limiter-flexible's class). */
+export function buildLimiter(
+  conn: Pick<ClientConnection, 'limiter'>,
+  opts: LimiterOptions,
+): QuotaLimiter {
   if (!Number.isInteger(opts.points) || opts.points < 0) {
     throw new RangeError(`limiter points must be a non-negative integer, got ${opts.points}`);
   }
-  const common = {
+  const inner = conn.limiter({
     keyPrefix: opts.keyPrefix,
     points: opts.points,
     duration: opts.duration,
-    storeClient: raw.client,
     ...(opts.insuranceLimiter ? { insuranceLimiter: opts.insuranceLimiter } : {}),
-  };
-  let inner: RateLimiterStoreAbstract;
-  if (raw.kind === 'valkey-glide') {
-    inner = reloadFunctionsWhenMissing(new RateLimiterValkeyGlide(common));
-  } else if (raw.kind === 'iovalkey') {
-    inner = new RateLimiterValkey(common);
-  } else {
-    inner = new RateLimiterRedis(common);
-  }
+  });
   return new QuotaLimiter(inner, opts.points);
-}
-
-/** The private parts of RateLimiterValkeyGlide that the reload needs. */
-interface GlideLimiterInternals {
-  _upsert(...args: unknown[]): Promise<unknown>;
-  _get(...args: unknown[]): Promise<unknown>;
-  _scriptLoaded: boolean;
-  _getScriptLoaded: boolean;
-}
-
-/**
- * The glide limiter remembers "functions loaded" forever. After FUNCTION FLUSH, a restart of
- * a node without persistence, or a failover to a fresh primary, every FCALL then fails with
- * "Function not found". Forget the flag and retry once, which loads the library again.
- */
-function reloadFunctionsWhenMissing(limiter: RateLimiterValkeyGlide): RateLimiterValkeyGlide {
-  const internals = limiter as unknown as GlideLimiterInternals;
-  for (const method of ['_upsert', '_get'] as const) {
-    const original = internals[method].bind(limiter);
-    internals[method] = async (...args: unknown[]) => {
-      try {
-        return await original(...args);
-      } catch (err) {
-        if (!/function not found/i.test(describeError(err))) throw err;
-        internals._scriptLoaded = false;
-        internals._getScriptLoaded = false;
-        return original(...args);
-      }
-    };
-  }
-  return limiter;
 }

@@ -1,9 +1,11 @@
 import { z } from 'zod';
 import { valueAt } from '../util/data.js';
 import { StoreConfigError } from './errors.js';
+import { CLIENTS } from './clients/registry.js';
 
-export const CLIENT_KINDS = ['valkey-glide', 'iovalkey', 'ioredis'] as const;
-export type ClientKind = (typeof CLIENT_KINDS)[number];
+/** The Valkey clients by name, in the report's order (the table: clients/registry.ts). */
+export type ClientKind = keyof typeof CLIENTS;
+export const CLIENT_KINDS = Object.keys(CLIENTS) as [ClientKind, ...ClientKind[]];
 export const TOPOLOGIES = ['standalone', 'cluster'] as const;
 export type Topology = (typeof TOPOLOGIES)[number];
 

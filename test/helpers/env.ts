@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { after, before } from 'node:test';
-import { CLIENT_KINDS, createStore, parseNodeAddress } from '../../src/store/index.js';
+import { CLIENT_KINDS, TOPOLOGIES, createStore, parseNodeAddress } from '../../src/store/index.js';
 import { freeLoopbackPort } from '../../src/harness/ports.js';
 import type {
   ClientKind,
@@ -36,7 +36,7 @@ export function nodesFor(mode: Topology): NodeAddress[] {
   return mode === 'cluster' ? clusterNodes() : standaloneNodes();
 }
 
-export const MODES: Topology[] = ['standalone', 'cluster'];
+export const MODES: Topology[] = [...TOPOLOGIES];
 
 export function storeOptions(client: ClientKind, mode: Topology): StoreOptionsInput {
   return {
@@ -63,7 +63,7 @@ export function suiteStore(client: ClientKind, mode: Topology): () => Store {
   };
 }
 
-/** Every client x topology combination. */
+/** Every client x topology combination: the clients' table (store/clients/registry.ts) decides. */
 export function matrix(): { client: ClientKind; mode: Topology }[] {
   return MODES.flatMap((mode) => CLIENT_KINDS.map((client) => ({ client, mode })));
 }

@@ -1,26 +1,25 @@
 /**
- * Glide's commands leave in one socket write per event-loop turn (see glide-writes.ts), with
+ * Glide's commands leave in one socket write per event-loop turn (see clients/glide-writes.ts), with
  * every answer still matched to its command, on both topologies.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import net from 'node:net';
 import type { Socket } from 'node:net';
-import { closeClient, connectClient } from '../../src/store/connect.js';
+import { openGlide } from '../../src/store/clients/glide.js';
 import { parseStoreOptions } from '../../src/store/options.js';
 import { MODES, storeOptions, uniquePrefix } from '../helpers/env.js';
 
 describe('glide writes coalesced per event-loop turn', { timeout: 60_000 }, () => {
   for (const mode of MODES) {
     it(`sends the commands of one turn in a few writes, each answered rightly (${mode})`, async () => {
-      const { raw, settings } = await connectClient(
+      const { client, settings } = await openGlide(
         parseStoreOptions(storeOptions('valkey-glide', mode)),
       );
       try {
-        assert.equal(raw.kind, 'valkey-glide');
-        if (raw.kind !== 'valkey-glide') return;
+        assert.equal(settings.client, 'valkey-glide');
         assert.match(String(settings.autoPipelining), /coalesced/, 'the patch applied');
-        const socket = (raw.client as unknown as { socket: Socket }).socket;
+        const socket = (client as unknown as { socket: Socket }).socket;
         let writes = 0;
         const write = socket.write.bind(socket);
         socket.write = ((...args: Parameters<Socket['write']>) => {
@@ -29,7 +28,7 @@ describe('glide writes coalesced per event-loop turn', { timeout: 60_000 }, () =
         }) as Socket['write'];
         const prefix = uniquePrefix('glide-writes');
         const keys = Array.from({ length: 200 }, (_, i) => `${prefix}:{k${i}}`);
-        const sets = await Promise.all(keys.map((k, i) => raw.client.set(k, `v${i}`)));
+        const sets = await Promise.all(keys.map((k, i) => client.set(k, `v${i}`)));
         assert.ok(sets.every((r) => r === 'OK'));
         // Commands issued from many sockets' data events in one event-loop turn, as a loaded
         // gateway issues them: glide alone writes once per event; coalesced, once per turn.
@@ -39,7 +38,7 @@ describe('glide writes coalesced per event-loop turn', { timeout: 60_000 }, () =
           accepted++;
           conn.on('data', () => {
             const i = answers.length;
-            answers.push(raw.client.get(keys[i % keys.length]!));
+            answers.push(client.get(keys[i % keys.length]!));
           });
         });
         await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -77,9 +76,9 @@ describe('glide writes coalesced per event-loop turn', { timeout: 60_000 }, () =
           for (const s of senders) s.destroy();
           server.close();
         }
-        await Promise.all(keys.map((k) => raw.client.del([k])));
+        await Promise.all(keys.map((k) => client.del([k])));
       } finally {
-        await closeClient(raw);
+        client.close();
       }
     });
   }

@@ -12,6 +12,7 @@ import { startFeed } from '../../harness/processes.js';
 import type { ProcessExit, SluiceProcess } from '../../harness/processes.js';
 import {
   emergencyTransitions,
+  feedLawOf,
   propagationMs,
   readFlow,
   startPressureGateways,
@@ -147,7 +148,7 @@ export async function runArm(
       ...(sc.feedSource === 'cgroup' ? { cgroup: group.dir } : { relayUrl: supervisor.url }),
       targetBytes: frame.targetBytes,
       tickMs: sc.tickMs,
-      law: variant === 'pid' ? 'pid' : 'lead',
+      law: feedLawOf(variant),
       valkey: ctx.valkey,
       env: ctx.env,
     });

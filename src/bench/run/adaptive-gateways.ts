@@ -10,10 +10,19 @@ import type { SluiceProcess } from '../../harness/processes.js';
 import type { ClientKind, Topology } from '../../store/options.js';
 import { median } from '../stats.js';
 import { BENCH_ADMIN_TOKEN } from './gateway-config.js';
+import { ARMS } from './config.js';
+import type { Law } from './config.js';
+import { DEFAULT_LAW } from '../../pressure/laws/registry.js';
+import type { LawName } from '../../pressure/laws/registry.js';
 
-/** The arms: no adaptation, the reference PID law, the lead law. */
-export type Variant = 'none' | 'pid' | 'lead';
-export const VARIANTS: readonly Variant[] = ['none', 'pid', 'lead'];
+/** The arms: no adaptation, then each control law (config.ts's ARMS). */
+export type Variant = Law;
+export const VARIANTS: readonly Variant[] = ARMS;
+
+/** The law an arm's feed runs: its own; without adaptation the default (gateways ignore it). */
+export function feedLawOf(variant: Variant): LawName {
+  return variant === 'none' ? DEFAULT_LAW : variant;
+}
 
 /** The Valkey a variant's feed and gateways use. */
 export interface AdaptiveValkey {

@@ -8,6 +8,7 @@ import { ProcessSampler } from './proc-sampler.js';
 import type { ProcessUsage, WatchedProcess } from './proc-sampler.js';
 import {
   emergencyTransitions,
+  feedLawOf,
   propagationMs,
   readFlow,
   startPressureGateways,
@@ -94,7 +95,7 @@ export async function runVariant(
       relayUrl: relay.url,
       targetBytes: target,
       tickMs: opts.tickMs,
-      law: variant === 'pid' ? 'pid' : 'lead',
+      law: feedLawOf(variant),
       valkey,
       env,
     });

@@ -2,6 +2,7 @@
 import { CLIENT_KINDS } from '../../store/options.js';
 import type { ClientKind, Topology } from '../../store/options.js';
 import type { KeyDistribution } from './keys.js';
+import { LAWS, LAW_NAMES } from '../../pressure/laws/registry.js';
 
 /** The same clients with quota leases (quotas.lease): points spent locally, taken in leases. */
 export const LEASED_CLIENTS = CLIENT_KINDS.map((c) => `${c}+lease` as const);
@@ -27,7 +28,14 @@ export const HEAVY_WORK_ITERATIONS = 500;
 
 type Identity = 'apiKey' | 'ip' | 'pubkey';
 export type NostrIdentity = 'pubkey' | 'relay-verified' | 'ip';
-export type Law = 'none' | 'pid' | 'lead';
+/** The adaptive benchmark's arms: no adaptation, then each control law of the registry. */
+export const ARMS = ['none', ...LAW_NAMES] as const;
+export type Law = (typeof ARMS)[number];
+/** Each arm's name in the report (the run file's schema carries them). */
+export const ARM_LABELS: Record<Law, string> = {
+  none: 'no adaptation',
+  ...Object.fromEntries(LAW_NAMES.map((law) => [law, LAWS[law].label])),
+} as Record<Law, string>;
 
 /** What a session knows of a workload: how its load travels, where it runs, what it charges. */
 export interface WorkloadSpec {
@@ -72,7 +80,7 @@ const NOSTR = {
   relayWorkIterations: 0,
   group: 'nostr',
 } as const;
-const adaptive = (law: Law) =>
+const adaptive = <L extends Law>(law: L) =>
   ({
     ...HTTP,
     load: `adaptive-${law}`,
@@ -82,6 +90,10 @@ const adaptive = (law: Law) =>
     group: 'adaptive',
     law,
   }) as const;
+/** adaptive-<arm> for each arm: the closed loop under each law, and without one. */
+const ADAPTIVE = Object.fromEntries(ARMS.map((law) => [`adaptive-${law}`, adaptive(law)])) as {
+  [L in Law as `adaptive-${L}`]: ReturnType<typeof adaptive<L>>;
+};
 
 /**
  * Every workload by name, in the report's order: what `bench run --workload`, the plan
@@ -130,9 +142,7 @@ export const WORKLOAD_SPECS = {
     identity: ['ip'],
     nostrIdentity: 'ip',
   },
-  'adaptive-none': adaptive('none'),
-  'adaptive-pid': adaptive('pid'),
-  'adaptive-lead': adaptive('lead'),
+  ...ADAPTIVE,
 } as const satisfies Record<string, WorkloadSpec>;
 
 /** A workload by name (variants included): what the plan and `bench run --workload` take. */

@@ -3,14 +3,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { openNodeConnection } from '../../store/node.js';
 import type { NodeAddress } from '../../store/options.js';
+import { CLIENTS } from '../../store/clients/registry.js';
 import { parseInfo } from '../../valkey/cluster.js';
 import { PROJECT_ROOT, packageVersion } from '../../harness/paths.js';
 
 const PACKAGES = [
   'rate-limiter-flexible',
-  '@valkey/valkey-glide',
-  'iovalkey',
-  'ioredis',
+  ...Object.values(CLIENTS).map((c) => c.package),
   'fastify',
   '@fastify/reply-from',
   '@fastify/rate-limit',

@@ -8,7 +8,16 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { CLIENT_KINDS, TOPOLOGIES } from '../../store/options.js';
-import { IMPLEMENTATIONS, LOADS, RELAY_IMPLS, WORKLOAD_SPECS, WORKLOADS } from './config.js';
+import { CLIENTS } from '../../store/clients/registry.js';
+import {
+  ARMS,
+  ARM_LABELS,
+  IMPLEMENTATIONS,
+  LOADS,
+  RELAY_IMPLS,
+  WORKLOAD_SPECS,
+  WORKLOADS,
+} from './config.js';
 
 const count = z.number().int().nonnegative();
 const nullableNumber = z.number().nullable();
@@ -32,7 +41,7 @@ const RunConfigSchema = z.strictObject({
   quota: z.strictObject({ points: count, windowSec: z.number().positive() }),
   inMemoryBlock: z.boolean(),
   relayWorkIterations: count,
-  law: z.enum(['none', 'pid', 'lead']).nullable(),
+  law: z.enum(ARMS).nullable(),
   seed: z.number().int(),
   relayImpl: z.enum(RELAY_IMPLS).optional(),
   freshEvents: z.strictObject({ maxPerSec: z.number(), authors: count }).nullable().optional(),
@@ -173,7 +182,40 @@ export function runFileJsonSchema(): Record<string, unknown> {
     ...z.toJSONSchema(RunFileSchema, { target: 'draft-2020-12' }),
     $id: 'https://sluice.example/run-file.schema.json',
     title: 'sluice bench run result (one run)',
-    $defs: { workloadName: workloadNameSchema() },
+    $defs: {
+      workloadName: workloadNameSchema(),
+      clientName: clientNameSchema(),
+      lawName: lawNameSchema(),
+    },
+  };
+}
+
+/**
+ * An adaptive arm by name (config.law), in the report's order: no adaptation, then each
+ * control law of the laws' registry, with its name in the report (`x-labels`).
+ */
+function lawNameSchema() {
+  return {
+    description: "an adaptive run's law by name (config.law): x-labels its name in the report",
+    type: 'string',
+    enum: ARMS,
+    'x-labels': ARM_LABELS,
+  };
+}
+
+/**
+ * A Valkey client by name (config.client), in the report's order, from the clients' table
+ * (CLIENTS): the report's short names for chart axes (`x-labels`), and the clients whose
+ * library has no in-flight limit, whose null there is no setting (`x-no-inflight-limit`).
+ */
+function clientNameSchema() {
+  return {
+    description:
+      'a Valkey client by name (config.client): x-labels its name on chart axes, x-no-inflight-limit the clients whose library has no in-flight limit',
+    type: 'string',
+    enum: CLIENT_KINDS,
+    'x-labels': Object.fromEntries(CLIENT_KINDS.map((c) => [c, CLIENTS[c].label])),
+    'x-no-inflight-limit': CLIENT_KINDS.filter((c) => !CLIENTS[c].inflightLimit),
   };
 }
 

@@ -4,8 +4,8 @@ import pino from 'pino';
 import { createStore, parseNodeAddress } from '../../store/index.js';
 import type { ClientKind, Topology } from '../../store/index.js';
 import { PressureFeed, relayBacklog } from './feed.js';
-import { createLeadLaw } from '../laws/lead-law.js';
-import { createPidLaw } from '../laws/pid-law.js';
+import { LAWS } from '../laws/registry.js';
+import type { LawName } from '../laws/registry.js';
 import type { LawParams } from '../laws/law-params.js';
 import { cgroupSampler, processSampler, prometheusSampler } from './samplers.js';
 import type { Sampler } from './samplers.js';
@@ -26,7 +26,7 @@ export interface FeedProcessOptions {
   /** The tick under pressure (default: 50 ms, or tickMs when that is shorter). */
   fastTickMs?: number;
   fastAbove: number;
-  law: 'lead' | 'pid';
+  law: LawName;
   acceptableBacklog?: number;
   baseRate?: number;
   valkeyClient: ClientKind;
@@ -90,10 +90,7 @@ export async function runFeed(o: FeedProcessOptions): Promise<() => Promise<void
       ? {}
       : { acceptableBacklogBytes: o.acceptableBacklog, baseBytesPerSec: o.baseRate };
   // Runtime overrides from the admin endpoint win over the flags.
-  const makeLaw = (overrides: LawParams) =>
-    o.law === 'pid'
-      ? createPidLaw({ ...backlogParams, ...overrides })
-      : createLeadLaw({ ...backlogParams, ...overrides });
+  const makeLaw = (overrides: LawParams) => LAWS[o.law].make({ ...backlogParams, ...overrides });
   if (o.fastTickMs !== undefined && o.fastTickMs > o.tickMs) {
     throw new Error(
       `--fast-tick-ms ${o.fastTickMs} is longer than --tick-ms ${o.tickMs}: the fast tick must not be slower (equal turns it off)`,

@@ -1,19 +1,13 @@
 import { z } from 'zod';
 import { decodeJson } from '../../util/data.js';
-import { DEFAULT_LEAD_LAW_PARAMS, createLeadLaw } from './lead-law.js';
-import { DEFAULT_PID_LAW_PARAMS, createPidLaw } from './pid-law.js';
+import { LAWS, LAW_NAMES, paramsOf } from './registry.js';
 
 /** Where the admin endpoint leaves parameter changes for a node's feed (no lease: they stay). */
 export function lawParamsKey(nodeId: string): string {
   return `sluice:pressure:params:{${nodeId}}`;
 }
 
-const KNOWN = new Set([
-  ...Object.keys(DEFAULT_LEAD_LAW_PARAMS),
-  ...Object.keys(DEFAULT_PID_LAW_PARAMS),
-  'acceptableBacklogBytes',
-  'baseBytesPerSec',
-]);
+const KNOWN = new Set(LAW_NAMES.flatMap((name) => [...paramsOf(name)]));
 
 /** Overrides of either law's parameters: known names, finite numbers. */
 export const LawParamsSchema = z
@@ -40,13 +34,9 @@ export function decodeLawParams(text: string | null): LawParams | undefined {
  * before they are saved, so a feed is never handed a combination its law refuses.
  */
 export function lawParamsProblem(params: LawParams): string | undefined {
-  const backlogKeys = ['acceptableBacklogBytes', 'baseBytesPerSec'];
-  const laws = [
-    ['lead', new Set([...Object.keys(DEFAULT_LEAD_LAW_PARAMS), ...backlogKeys]), createLeadLaw],
-    ['pid', new Set([...Object.keys(DEFAULT_PID_LAW_PARAMS), ...backlogKeys]), createPidLaw],
-  ] as const;
   const problems: string[] = [];
-  for (const [name, own, make] of laws) {
+  for (const name of LAW_NAMES) {
+    const own = paramsOf(name);
     // A law that does not know a parameter would ignore it: that is not acceptance.
     const foreign = Object.keys(params).filter((k) => !own.has(k));
     if (foreign.length > 0) {
@@ -54,7 +44,7 @@ export function lawParamsProblem(params: LawParams): string | undefined {
       continue;
     }
     try {
-      make(params);
+      LAWS[name].make(params);
       return undefined;
     } catch (err) {
       problems.push(`${name}: ${(err as Error).message}`);

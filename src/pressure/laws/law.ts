@@ -38,7 +38,8 @@ export interface LawOutput {
 }
 
 export interface ControlLaw {
-  readonly name: 'lead' | 'pid';
+  /** Its name in registry.ts's table, published with every report. */
+  readonly name: string;
   step(input: LawInput): LawOutput;
 }
 
