@@ -50,7 +50,8 @@ WORKLOADS = tuple(_NAMED["enum"])
 VARIANTS = {(v["workload"], v["nostrIdentity"]): name for name, v in _NAMED["x-variants"].items()}
 SENDER_ONLY = "nostr-sender-only"
 RELAY_VERIFIED = "nostr-relay-verified"
-if not {SENDER_ONLY, RELAY_VERIFIED} <= set(VARIANTS.values()):
+GATEWAY_VERIFIED = "nostr-gateway-verified"
+if not {SENDER_ONLY, RELAY_VERIFIED, GATEWAY_VERIFIED} <= set(VARIANTS.values()):
     raise ImportError("names.py names Nostr variants the schema does not: update it")
 # feed: the pressure feed that adaptive runs sample beside relay, gateways and Valkey.
 ROLES = _enum(_SCHEMA["properties"]["processes"]["items"]["properties"]["role"])

@@ -2,6 +2,7 @@ import { Option } from 'commander';
 import type { Command } from 'commander';
 import { HEAVY_WORK_ITERATIONS, RELAY_IMPLS, WORKLOADS } from '../bench/run/config.js';
 import type { NostrIdentity, RelayImpl, Workload } from '../bench/run/config.js';
+import { NOSTR_IDENTITIES } from '../bench/run/config.js';
 import { positiveInt, positiveNumber, share } from './flags.js';
 
 interface RunFlags {
@@ -128,10 +129,10 @@ export function registerBenchRun(bench: Command): void {
     .addOption(
       new Option(
         '--nostr-identity <who>',
-        'nostr: pubkey (signatures verified, authors charged, as configured by default), ' +
-          "relay-verified (authors charged on the relay's OK, nostr.verify relay) or ip " +
-          '(the sender only: no verification); default: as --workload names it (nostr: pubkey)',
-      ).choices(['pubkey', 'relay-verified', 'ip']),
+        'nostr: pubkey (authors charged, as configured by default), gateway-verified (every ' +
+          "signature verified first, nostr.verify always), relay-verified (authors charged on the relay's OK, " +
+          'nostr.verify relay) or ip (the sender only: no verification); default: as --workload names it (nostr: pubkey)',
+      ).choices([...NOSTR_IDENTITIES]),
     )
     .option('--workers <n>', 'gateway processes sharing the port (node:cluster)', positiveInt, 1)
     .option(

@@ -588,8 +588,9 @@ export const GatewayConfigSchema = z
             .enum(['auto', 'always', 'relay', 'never'])
             .default('auto')
             .describe(
-              'Who checks EVENT signatures: auto, the gateway where something needs the author ' +
-                '(the pubkey identity); always, the gateway, every EVENT; relay, the relay alone ' +
+              'Who checks EVENT signatures: auto, the gateway where the answer decides something ' +
+                "(with the pubkey identity: an author near its limit or not yet charged; one with room is charged on the event's hash " +
+                'and refunded when the relay refuses it, docs/NOSTR.md); always, the gateway, every EVENT; relay, the relay alone ' +
                 '(the author is charged when its OK accepts); never (refused with the pubkey ' +
                 'identity). The older verifySignatures: true | false still reads as always | never',
             ),

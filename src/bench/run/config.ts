@@ -27,7 +27,14 @@ export type RelayImpl = (typeof RELAY_IMPLS)[number];
 export const HEAVY_WORK_ITERATIONS = 500;
 
 type Identity = 'apiKey' | 'ip' | 'pubkey';
-export type NostrIdentity = 'pubkey' | 'relay-verified' | 'ip';
+/**
+ * Whom a Nostr run charges besides the sender, and how: `pubkey`, the author, as by default
+ * (nostr.verify auto); `gateway-verified`, the author after the gateway verified every event
+ * (nostr.verify always); `relay-verified`, the author on the relay's OK (nostr.verify relay);
+ * `ip`, the sender only.
+ */
+export const NOSTR_IDENTITIES = ['pubkey', 'gateway-verified', 'relay-verified', 'ip'] as const;
+export type NostrIdentity = (typeof NOSTR_IDENTITIES)[number];
 /** The adaptive benchmark's arms: no adaptation, then each control law of the registry. */
 export const ARMS = ['none', ...LAW_NAMES] as const;
 export type Law = (typeof ARMS)[number];
@@ -65,8 +72,11 @@ export interface WorkloadSpec {
   identity: readonly Identity[];
   /** Nostr: config.nostrIdentity (whom the gateway charges besides the sender). */
   nostrIdentity?: NostrIdentity;
-  /** Nostr: who verifies signatures (`relay`: the author is charged on the relay's OK). */
-  nostrVerify?: 'relay';
+  /**
+   * Nostr: who verifies signatures (`relay`: the author is charged on the relay's OK;
+   * `always`: the gateway, every event, before the author is charged).
+   */
+  nostrVerify?: 'relay' | 'always';
   /** Tiers by API key: the flooders' keys get a quota of one write an hour. */
   floodTiers?: true;
 }
@@ -117,13 +127,24 @@ export const WORKLOAD_SPECS = {
     identity: ['apiKey', 'ip'],
     floodTiers: true,
   },
-  // Nostr as configured by default: every EVENT's signature verified, the author charged.
+  // Nostr as configured by default: the author charged before forwarding, on the event's hash
+  // while far from its limit, verified near it (nostr.verify auto).
   nostr: {
     ...NOSTR,
     baselines: ['quotas-off'],
     relayAlone: true,
     identity: ['pubkey', 'ip'],
     nostrIdentity: 'pubkey',
+  },
+  // The gateway verifies every EVENT before charging its author (nostr.verify always: the
+  // default before authors far from their limit were charged on the hash alone).
+  'nostr-gateway-verified': {
+    ...NOSTR,
+    baselines: [],
+    firstClientOnly: true,
+    identity: ['pubkey', 'ip'],
+    nostrIdentity: 'gateway-verified',
+    nostrVerify: 'always',
   },
   // Authors charged when the relay accepts the event (nostr.verify relay), no verification.
   'nostr-relay-verified': {

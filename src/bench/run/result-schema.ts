@@ -14,6 +14,7 @@ import {
   ARM_LABELS,
   IMPLEMENTATIONS,
   LOADS,
+  NOSTR_IDENTITIES,
   RELAY_IMPLS,
   WORKLOAD_SPECS,
   WORKLOADS,
@@ -45,7 +46,7 @@ const RunConfigSchema = z.strictObject({
   seed: z.number().int(),
   relayImpl: z.enum(RELAY_IMPLS).optional(),
   freshEvents: z.strictObject({ maxPerSec: z.number(), authors: count }).nullable().optional(),
-  nostrIdentity: z.enum(['pubkey', 'relay-verified', 'ip']).optional(),
+  nostrIdentity: z.enum(NOSTR_IDENTITIES).optional(),
   workers: z.number().int().positive().optional(),
   rate: z.number().positive().nullable().optional(),
 });
