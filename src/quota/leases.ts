@@ -282,8 +282,11 @@ export class LeaseBook {
   ): Promise<LeaseVerdict> {
     const need = cost - held(entry);
     const sentAt = this.now();
-    // Grown by the key's returns, but no more than it spends before it could count as idle.
-    const rateCap = leaseForRate(entry.lastGranted, sentAt - entry.lastTakeAt, this.opts.idleMs);
+    // What the key spends at its recent rate in what is left of the window (as reckoned
+    // here; a lapsed one starts anew), so that a steady writer takes once for many writes.
+    const msLeft = entry.endsAt > sentAt ? entry.endsAt - sentAt : windowMs;
+    const sinceMs = sentAt - entry.lastTakeAt;
+    const rateCap = leaseForRate(entry.lastGranted, sinceMs, msLeft, this.opts.idleMs);
     const want = Math.max(need, Math.min(entry.size, rateCap));
     entry.lastTakeAt = sentAt;
     const pending = this.store.take(key, want, limit, windowMs, { need, divisor: this.divisor });

@@ -79,21 +79,57 @@ const S = { nodeId: 'relay-a', base: 100 };
 const settle = () => new Promise((r) => setImmediate(r));
 
 describe('lease book', { timeout: 30_000 }, () => {
-  it('asks for 1, then 8, then 64 points while a key keeps coming back with room to spare', async () => {
+  it('asks for 1 point for a new key, then 64 while it keeps coming back with room to spare', async () => {
     const { store, book } = setUp();
     for (let i = 0; i < 80; i++) assert.ok((await book.consume('k', 1, 10_000, 60_000, S)).allowed);
-    assert.deepEqual(store.wants, [1, 8, 64, 64]);
+    assert.deepEqual(store.wants, [1, 64, 64]);
     await book.close();
   });
 
-  it('leases a slow key no more than it writes in half the idle time', async () => {
+  it('a key that writes every 3 s takes one lease for the rest of its window', async () => {
+    const { clock, store, book, points } = setUp(1, 10_000);
+    for (let i = 0; i < 20; i++) {
+      assert.ok((await book.consume('k', 1, 10_000, 60_000, S)).allowed);
+      book.sweep();
+      clock.t += 3000;
+    }
+    assert.deepEqual(store.wants, [1, 19], '19 writes in the 57 s the window has left');
+    assert.equal(book.snapshot('k')!.held, 0, 'spent to the last point as the window ends');
+    const next = await book.consume('k', 1, 10_000, 60_000, S);
+    assert.ok(next.allowed && next.tookLease, 'the next window takes anew');
+    assert.deepEqual(store.wants, [1, 19, 20]);
+    assert.equal(points.returned + points.expired, 0);
+    await book.close();
+  });
+
+  it('leases a key that may pause past the idle time one point at a time', async () => {
     const { clock, store, book } = setUp(1, 10_000);
     for (let i = 0; i < 6; i++) {
       assert.ok((await book.consume('k', 1, 10_000, 600_000, S)).allowed);
-      clock.t += 3000;
+      book.sweep();
+      clock.t += 6000;
     }
-    assert.ok(Math.max(...store.wants) <= 2, `one write every 3 s: ${store.wants.join(',')}`);
+    assert.deepEqual(store.wants, [1, 1, 1, 1, 1, 1], 'one write every 6 s, idle after 10 s');
     await book.close();
+  });
+
+  it('never admits past the limit across gateways sharing a key, whatever their lease sizes', async () => {
+    const clock = { t: 1_000_000 };
+    const store = new FakeLeaseStore(clock);
+    const books = [0, 1].map(
+      () => new LeaseBook(store, { holders: 2, idleMs: 10_000, maxKeys: 3, now: () => clock.t }),
+    );
+    let admitted = 0;
+    for (let i = 0; i < 400; i++) {
+      if ((await books[i % 2]!.consume('k', 1, 150, 60_000, S)).allowed) admitted++;
+      clock.t += 50;
+    }
+    assert.ok(Math.max(...store.wants) > 8, `leases larger than a few points: ${store.wants}`);
+    assert.equal(store.counters.get('k')!.used, 150, 'every point of the window leased');
+    assert.ok(admitted <= 150, `admitted ${admitted} of a limit of 150`);
+    const held = books.reduce((n, b) => n + b.snapshot('k')!.held, 0);
+    assert.equal(admitted + held, 150, 'what was not admitted is still held, not lost');
+    for (const b of books) await b.close();
   });
 
   it('serves the last points of a limit one by one, and exactly', async () => {
