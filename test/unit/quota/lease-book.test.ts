@@ -124,7 +124,10 @@ describe('lease book', { timeout: 30_000 }, () => {
       if ((await books[i % 2]!.consume('k', 1, 150, 60_000, S)).allowed) admitted++;
       clock.t += 50;
     }
-    assert.ok(Math.max(...store.wants) > 8, `leases larger than a few points: ${store.wants}`);
+    assert.ok(
+      Math.max(...store.wants) > 8,
+      `leases larger than a few points: ${store.wants.join(',')}`,
+    );
     assert.equal(store.counters.get('k')!.used, 150, 'every point of the window leased');
     assert.ok(admitted <= 150, `admitted ${admitted} of a limit of 150`);
     const held = books.reduce((n, b) => n + b.snapshot('k')!.held, 0);
