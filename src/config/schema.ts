@@ -482,8 +482,8 @@ export const GatewayConfigSchema = z
             idleMs: positiveInt
               .default(10_000)
               .describe(
-                'A key unused this long hands its unspent points back; a lease holds no more ' +
-                  'than the key spends in half of it',
+                'A key unused this long hands its unspent points back; a key that writes less ' +
+                  'often than every half of it is leased 1 point at a time',
               ),
           })
           .prefault({})

@@ -1,6 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import type { Lease, LeaseStore } from '../store/index.js';
-import { leaseDivisor, leaseForRate, nextLeaseSize } from './limits.js';
+import { idleAfter, leaseDivisor, leaseForRate, nextLeaseSize } from './limits.js';
 
 /**
  * What happened to leased points: taken from Valkey, spent here, refunded to the lease (the
@@ -58,6 +58,10 @@ interface Entry {
   consumed: number;
   size: number;
   lastUsed: number;
+  /** Unused this long, what it holds goes back (idleAfter: at least the book's idleMs). */
+  idleMs: number;
+  /** The window of the last take: unused this long, an entry holding nothing is forgotten. */
+  windowMs: number;
   /** When the last take was sent, and what it granted: the key's rate of spending. */
   lastTakeAt: number;
   lastGranted: number;
@@ -189,11 +193,18 @@ export class LeaseBook {
     await Promise.allSettled([...this.returning]);
   }
 
-  /** Keys unused for idleMs hand their points back and are forgotten. */
+  /**
+   * Keys holding points and unused for their idle time hand them back and are forgotten.
+   * A key holding none is kept for a window, so that a client writing a few times a minute
+   * is leased by its rate, not afresh at each write (the LRU bounds how many are kept).
+   */
   sweep(): void {
-    const idleBefore = this.now() - this.opts.idleMs;
+    const now = this.now();
     for (const [key, entry] of this.entries.entries()) {
-      if (entry.lastUsed > idleBefore || entry.pending) continue;
+      if (entry.pending) continue;
+      const unused = now - entry.lastUsed;
+      const holding = held(entry) > 0 && now < entry.endsAt;
+      if (unused < (holding ? entry.idleMs : Math.max(entry.idleMs, entry.windowMs))) continue;
       this.entries.delete(key);
       void this.handBack(key, entry);
     }
@@ -213,6 +224,8 @@ export class LeaseBook {
         consumed: 0,
         size: 1,
         lastUsed: now,
+        idleMs: this.opts.idleMs,
+        windowMs: 0,
         lastTakeAt: now,
         lastGranted: 0,
         rttMs: 0,
@@ -286,7 +299,9 @@ export class LeaseBook {
     // here; a lapsed one starts anew), so that a steady writer takes once for many writes.
     const msLeft = entry.endsAt > sentAt ? entry.endsAt - sentAt : windowMs;
     const sinceMs = sentAt - entry.lastTakeAt;
-    const rateCap = leaseForRate(entry.lastGranted, sinceMs, msLeft, this.opts.idleMs);
+    const rateCap = leaseForRate(entry.lastGranted, sinceMs, msLeft);
+    entry.idleMs = idleAfter(entry.lastGranted, sinceMs, this.opts.idleMs, windowMs);
+    entry.windowMs = windowMs;
     const want = Math.max(need, Math.min(entry.size, rateCap));
     entry.lastTakeAt = sentAt;
     const pending = this.store.take(key, want, limit, windowMs, { need, divisor: this.divisor });

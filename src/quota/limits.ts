@@ -51,21 +51,32 @@ export function nextLeaseSize(wanted: number, granted: number): number {
 /**
  * The most a lease should hold for a key that spent `lastGranted` points in the `msSince` ms
  * since its last take: what it writes at that rate in the `msLeft` ms its window has left
- * (points past the window would lapse unspent). Only for a key that writes at least every
- * idleMs / 2 on average: a slower one may pause past idleMs and hand its lease back after
- * a write or two (a round trip more than it saved), so it takes 1 point. A key with no
- * known rate (its first take) takes 1. At least 1.
+ * (points past the window would lapse unspent). A key with no known rate (its first take)
+ * takes 1. At least 1.
  */
-export function leaseForRate(
+export function leaseForRate(lastGranted: number, msSince: number, msLeft: number): number {
+  if (!(lastGranted > 0)) return 1;
+  return Math.max(1, Math.floor((msLeft * lastGranted) / Math.max(1, msSince)));
+}
+
+/** A key's lease goes back after this many of its mean gaps between writes unused. */
+export const IDLE_GAPS = 3;
+
+/**
+ * How long a key holding points may go unused before they go back: `idleMs`, or IDLE_GAPS
+ * of its mean gap between writes (`lastGranted` points spent in `msSince` ms) when that is
+ * longer, so that a client writing every 20 s keeps its lease from one write to the next;
+ * never longer than its window, whose end lapses them anyway.
+ */
+export function idleAfter(
   lastGranted: number,
   msSince: number,
-  msLeft: number,
   idleMs: number,
+  windowMs: number,
 ): number {
-  if (!(lastGranted > 0)) return 1;
+  if (!(lastGranted > 0)) return idleMs;
   const gapMs = Math.max(1, msSince) / lastGranted;
-  if (2 * gapMs > idleMs) return 1;
-  return Math.max(1, Math.floor(msLeft / gapMs));
+  return Math.max(idleMs, Math.min(windowMs, IDLE_GAPS * gapMs));
 }
 
 /**

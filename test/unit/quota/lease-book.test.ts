@@ -102,14 +102,35 @@ describe('lease book', { timeout: 30_000 }, () => {
     await book.close();
   });
 
-  it('leases a key that may pause past the idle time one point at a time', async () => {
-    const { clock, store, book } = setUp(1, 10_000);
-    for (let i = 0; i < 6; i++) {
-      assert.ok((await book.consume('k', 1, 10_000, 600_000, S)).allowed);
+  it('a key that writes three times a minute is leased by its rate, not a point per write', async () => {
+    const { clock, store, book, points } = setUp(1, 10_000);
+    for (let i = 0; i < 8; i++) {
+      assert.ok((await book.consume('k', 1, 10_000, 60_000, S)).allowed);
+      clock.t += 20_000;
       book.sweep();
-      clock.t += 6000;
     }
-    assert.deepEqual(store.wants, [1, 1, 1, 1, 1, 1], 'one write every 6 s, idle after 10 s');
+    assert.deepEqual(store.wants, [1, 2, 3, 3], 'eight writes, four takes');
+    assert.equal(points.returned + points.expired, 0, 'nothing went back between writes');
+    await book.close();
+  });
+
+  it("hands a stopped key's points back after three of its gaps between writes", async () => {
+    const { clock, store, book, points } = setUp(1, 10_000);
+    for (let i = 0; i < 4; i++) {
+      assert.ok((await book.consume('k', 1, 10_000, 60_000, S)).allowed);
+      clock.t += 5000;
+    }
+    assert.deepEqual(store.wants, [1, 11], 'a write every 5 s: 55 s worth');
+    clock.t += 9000; // 14 s since the last write
+    book.sweep();
+    await settle();
+    assert.equal(book.snapshot('k')!.held, 8, 'kept within 3 x 5 s');
+    clock.t += 1000;
+    book.sweep();
+    await settle();
+    assert.equal(book.snapshot('k'), null);
+    assert.equal(points.returned, 8);
+    assert.equal(store.counters.get('k')!.used, 4, 'Valkey counts the 4 writes only');
     await book.close();
   });
 

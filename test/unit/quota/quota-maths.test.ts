@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import {
+  IDLE_GAPS,
   MAX_LEASE,
   effectivePoints,
+  idleAfter,
   insuredPoints,
   leaseDivisor,
   leaseForRate,
@@ -70,16 +72,22 @@ describe('lease sizes', { timeout: 30_000 }, () => {
   });
 
   it("sizes a lease to what the key writes in its window's time left at its recent rate", () => {
-    assert.equal(leaseForRate(8, 400, 5000, 10_000), 100, '20 writes/s x 5 s left');
-    assert.equal(leaseForRate(1, 3000, 60_000, 10_000), 20, 'one write every 3 s x 60 s left');
-    assert.equal(leaseForRate(4, 12_000, 60_000, 10_000), 20, 'four writes in 12 s: every 3 s');
-    assert.equal(leaseForRate(1, 5000, 60_000, 10_000), 12, 'every idleMs / 2: still leased');
-    assert.equal(leaseForRate(1, 5001, 60_000, 10_000), 1, 'slower: it may go idle, one point');
-    assert.equal(leaseForRate(1, 20_000, 60_000, 10_000), 1, 'a few writes a minute, idleMs 10 s');
-    assert.equal(leaseForRate(1, 20_000, 60_000, 60_000), 3, 'the same with idleMs 60 s');
-    assert.equal(leaseForRate(1, 3000, 1000, 10_000), 1, 'the window ends before its next write');
-    assert.equal(leaseForRate(0, 100, 60_000, 10_000), 1, 'nothing granted last time: one point');
-    assert.equal(leaseForRate(1, 0, 5000, 10_000), 5000, 'no time passed: no cap from the rate');
+    assert.equal(leaseForRate(8, 400, 5000), 100, '20 writes/s x 5 s left');
+    assert.equal(leaseForRate(1, 3000, 60_000), 20, 'one write every 3 s x 60 s left');
+    assert.equal(leaseForRate(4, 12_000, 60_000), 20, 'four writes in 12 s: every 3 s');
+    assert.equal(leaseForRate(1, 20_000, 60_000), 3, 'three writes a minute');
+    assert.equal(leaseForRate(1, 3000, 1000), 1, 'the window ends before its next write');
+    assert.equal(leaseForRate(0, 100, 60_000), 1, 'nothing granted last time: one point');
+    assert.equal(leaseForRate(1, 0, 5000), 5000, 'no time passed: no cap from the rate');
+  });
+
+  it("keeps a key's lease for three of its gaps between writes, within idleMs and its window", () => {
+    assert.equal(IDLE_GAPS, 3);
+    assert.equal(idleAfter(1, 20_000, 10_000, 60_000), 60_000, 'a write every 20 s: 60 s');
+    assert.equal(idleAfter(4, 20_000, 10_000, 60_000), 15_000, 'every 5 s: 15 s');
+    assert.equal(idleAfter(10, 1000, 10_000, 60_000), 10_000, 'fast: idleMs');
+    assert.equal(idleAfter(1, 50_000, 10_000, 60_000), 60_000, 'never past the window');
+    assert.equal(idleAfter(0, 50_000, 10_000, 60_000), 10_000, 'no known rate: idleMs');
   });
 
   it('bounds what leases can strand per window by holders, the cap and the limit', () => {
