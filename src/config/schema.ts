@@ -482,8 +482,8 @@ export const GatewayConfigSchema = z
             idleMs: positiveInt
               .default(10_000)
               .describe(
-                'A key unused this long hands its unspent points back; a key that writes less ' +
-                  'often than every half of it is leased 1 point at a time',
+                'A key unused this long (or three of its own gaps between writes, if longer, ' +
+                  'within its window) hands its unspent points back',
               ),
           })
           .prefault({})
