@@ -194,20 +194,35 @@ export class LeaseBook {
   }
 
   /**
-   * Keys holding points and unused for their idle time hand them back and are forgotten.
-   * A key holding none is kept for a window, so that a client writing a few times a minute
-   * is leased by its rate, not afresh at each write (the LRU bounds how many are kept).
+   * Keys holding points and unused for their idle time hand them back. The key is kept, with
+   * its rate cut to what it spent of its last lease, so that its next lease fits how it
+   * writes instead of starting from 1 (and churning) again. A key holding none is forgotten
+   * after a window unused: until then a client writing a few times a minute is leased by its
+   * rate, not afresh at each write (the LRU bounds how many are kept).
    */
   sweep(): void {
     const now = this.now();
     for (const [key, entry] of this.entries.entries()) {
       if (entry.pending) continue;
       const unused = now - entry.lastUsed;
-      const holding = held(entry) > 0 && now < entry.endsAt;
-      if (unused < (holding ? entry.idleMs : Math.max(entry.idleMs, entry.windowMs))) continue;
+      if (held(entry) > 0 && now < entry.endsAt) {
+        if (unused < entry.idleMs) continue;
+        entry.lastGranted = Math.max(0, entry.lastGranted - held(entry));
+        this.waitFor(entry, this.handBack(key, entry));
+        continue;
+      }
+      if (unused < Math.max(entry.idleMs, entry.windowMs)) continue;
       this.entries.delete(key);
       void this.handBack(key, entry);
     }
+  }
+
+  /** The key's writes wait for a hand-back, so that no take counts the points going back. */
+  private waitFor(entry: Entry, back: Promise<void>): void {
+    const pending = back.finally(() => {
+      if (entry.pending === pending) entry.pending = undefined;
+    });
+    entry.pending = pending;
   }
 
   /** The key's entry, its window lapsed or its lease clipped to a lower limit as needed. */
@@ -231,12 +246,7 @@ export class LeaseBook {
         rttMs: 0,
       };
       const back = this.returningFor.get(key);
-      if (back) {
-        const pending = back.finally(() => {
-          if (entry!.pending === pending) entry!.pending = undefined;
-        });
-        entry.pending = pending;
-      }
+      if (back) this.waitFor(entry, back);
       this.entries.set(key, entry);
       return entry;
     }
@@ -264,11 +274,7 @@ export class LeaseBook {
    */
   private clip(key: string, entry: Entry, limit: number): void {
     if (limit < entry.limit) {
-      const back = this.handBack(key, entry);
-      const pending = back.finally(() => {
-        if (entry.pending === pending) entry.pending = undefined;
-      });
-      entry.pending = pending;
+      this.waitFor(entry, this.handBack(key, entry));
       entry.size = 1;
     }
     entry.limit = limit;

@@ -128,9 +128,25 @@ describe('lease book', { timeout: 30_000 }, () => {
     clock.t += 1000;
     book.sweep();
     await settle();
-    assert.equal(book.snapshot('k'), null);
+    assert.equal(book.snapshot('k')!.held, 0);
     assert.equal(points.returned, 8);
     assert.equal(store.counters.get('k')!.used, 4, 'Valkey counts the 4 writes only');
+    await book.close();
+  });
+
+  it('a key back from idle is leased by what it spent of its last lease, not afresh', async () => {
+    const { clock, store, book, points } = setUp(1, 10_000);
+    for (const at of [0, 1000, 13_000, 25_000, 37_000]) {
+      clock.t = 1_000_000 + at;
+      book.sweep();
+      await settle();
+      assert.ok((await book.consume('k', 1, 10_000, 60_000, S)).allowed);
+    }
+    // Two writes 1 s apart earn 59 points; idle 12 s later, 58 go back and the key's rate is
+    // what it spent (1 point in 12 s): its next lease is 47 s / 12 s, which lasts it.
+    assert.equal(points.returned, 58);
+    assert.deepEqual(store.wants, [1, 59, 3]);
+    assert.equal(store.counters.get('k')!.used, 5 + book.snapshot('k')!.held);
     await book.close();
   });
 
@@ -229,7 +245,7 @@ describe('lease book', { timeout: 30_000 }, () => {
     book.sweep();
     await settle();
     for (const key of ['a', 'b', 'c']) assert.equal(store.counters.get(key)!.used, 2, key);
-    assert.equal(book.size, 0, 'idle keys are forgotten');
+    for (const key of ['a', 'b', 'c']) assert.equal(book.snapshot(key)!.held, 0, key);
     for (const key of ['d', 'e', 'f', 'g']) {
       await book.consume(key, 1, 100, 60_000, S);
       await book.consume(key, 1, 100, 60_000, S);
@@ -253,7 +269,7 @@ describe('lease book', { timeout: 30_000 }, () => {
       } else {
         for (const key of ['x', 'y', 'z']) await book.consume(key, 1, 10, 60_000, S);
       }
-      assert.equal(book.snapshot('k'), null, `'k' is no longer held (${how})`);
+      assert.equal(book.snapshot('k')?.held ?? 0, 0, `'k' holds nothing (${how})`);
       // Its hand-back is under way: the client's 8 points left must all be its own still.
       const next = await Promise.all(
         Array.from({ length: 9 }, () => book.consume('k', 1, 10, 60_000, S)),
