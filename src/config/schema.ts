@@ -482,8 +482,8 @@ export const GatewayConfigSchema = z
             idleMs: positiveInt
               .default(10_000)
               .describe(
-                'A key unused this long hands its unspent points back; a lease holds no more ' +
-                  'than the key spends in half of it',
+                'A key unused this long (or three of its own gaps between writes, if longer, ' +
+                  'within its window) hands its unspent points back',
               ),
           })
           .prefault({})

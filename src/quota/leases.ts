@@ -1,6 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import type { Lease, LeaseStore } from '../store/index.js';
-import { leaseDivisor, leaseForRate, nextLeaseSize } from './limits.js';
+import { idleAfter, leaseDivisor, leaseForRate, nextLeaseSize } from './limits.js';
 
 /**
  * What happened to leased points: taken from Valkey, spent here, refunded to the lease (the
@@ -58,6 +58,10 @@ interface Entry {
   consumed: number;
   size: number;
   lastUsed: number;
+  /** Unused this long, what it holds goes back (idleAfter: at least the book's idleMs). */
+  idleMs: number;
+  /** The window of the last take: unused this long, an entry holding nothing is forgotten. */
+  windowMs: number;
   /** When the last take was sent, and what it granted: the key's rate of spending. */
   lastTakeAt: number;
   lastGranted: number;
@@ -189,14 +193,36 @@ export class LeaseBook {
     await Promise.allSettled([...this.returning]);
   }
 
-  /** Keys unused for idleMs hand their points back and are forgotten. */
+  /**
+   * Keys holding points and unused for their idle time hand them back. The key is kept, with
+   * its rate cut to what it spent of its last lease, so that its next lease fits how it
+   * writes instead of starting from 1 (and churning) again. A key holding none is forgotten
+   * after a window unused: until then a client writing a few times a minute is leased by its
+   * rate, not afresh at each write (the LRU bounds how many are kept).
+   */
   sweep(): void {
-    const idleBefore = this.now() - this.opts.idleMs;
+    const now = this.now();
     for (const [key, entry] of this.entries.entries()) {
-      if (entry.lastUsed > idleBefore || entry.pending) continue;
+      if (entry.pending) continue;
+      const unused = now - entry.lastUsed;
+      if (held(entry) > 0 && now < entry.endsAt) {
+        if (unused < entry.idleMs) continue;
+        entry.lastGranted = Math.max(0, entry.lastGranted - held(entry));
+        this.waitFor(entry, this.handBack(key, entry));
+        continue;
+      }
+      if (unused < Math.max(entry.idleMs, entry.windowMs)) continue;
       this.entries.delete(key);
       void this.handBack(key, entry);
     }
+  }
+
+  /** The key's writes wait for a hand-back, so that no take counts the points going back. */
+  private waitFor(entry: Entry, back: Promise<void>): void {
+    const pending = back.finally(() => {
+      if (entry.pending === pending) entry.pending = undefined;
+    });
+    entry.pending = pending;
   }
 
   /** The key's entry, its window lapsed or its lease clipped to a lower limit as needed. */
@@ -213,17 +239,14 @@ export class LeaseBook {
         consumed: 0,
         size: 1,
         lastUsed: now,
+        idleMs: this.opts.idleMs,
+        windowMs: 0,
         lastTakeAt: now,
         lastGranted: 0,
         rttMs: 0,
       };
       const back = this.returningFor.get(key);
-      if (back) {
-        const pending = back.finally(() => {
-          if (entry!.pending === pending) entry!.pending = undefined;
-        });
-        entry.pending = pending;
-      }
+      if (back) this.waitFor(entry, back);
       this.entries.set(key, entry);
       return entry;
     }
@@ -251,11 +274,7 @@ export class LeaseBook {
    */
   private clip(key: string, entry: Entry, limit: number): void {
     if (limit < entry.limit) {
-      const back = this.handBack(key, entry);
-      const pending = back.finally(() => {
-        if (entry.pending === pending) entry.pending = undefined;
-      });
-      entry.pending = pending;
+      this.waitFor(entry, this.handBack(key, entry));
       entry.size = 1;
     }
     entry.limit = limit;
@@ -282,8 +301,13 @@ export class LeaseBook {
   ): Promise<LeaseVerdict> {
     const need = cost - held(entry);
     const sentAt = this.now();
-    // Grown by the key's returns, but no more than it spends before it could count as idle.
-    const rateCap = leaseForRate(entry.lastGranted, sentAt - entry.lastTakeAt, this.opts.idleMs);
+    // What the key spends at its recent rate in what is left of the window (as reckoned
+    // here; a lapsed one starts anew), so that a steady writer takes once for many writes.
+    const msLeft = entry.endsAt > sentAt ? entry.endsAt - sentAt : windowMs;
+    const sinceMs = sentAt - entry.lastTakeAt;
+    const rateCap = leaseForRate(entry.lastGranted, sinceMs, msLeft);
+    entry.idleMs = idleAfter(entry.lastGranted, sinceMs, this.opts.idleMs, windowMs);
+    entry.windowMs = windowMs;
     const want = Math.max(need, Math.min(entry.size, rateCap));
     entry.lastTakeAt = sentAt;
     const pending = this.store.take(key, want, limit, windowMs, { need, divisor: this.divisor });

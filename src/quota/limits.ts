@@ -37,26 +37,46 @@ export function insuredPoints(points: number, gateways: number): number {
 
 /** The most points one gateway process leases of one key at once. */
 export const MAX_LEASE = 64;
-/** A lease granted whole is followed by one this many times larger. */
-export const LEASE_GROWTH = 8;
 
 /**
- * The next lease to ask for, after asking for `wanted` and being granted `granted`: a key that
- * keeps coming back with room to spare earns larger leases; one that was clipped (the limit
- * is near, or the store's share rule cut it) asks for what it got, down to 1.
+ * The next lease to ask for, after asking for `wanted` and being granted `granted`: a lease
+ * granted whole lets the next one be as large as the key's rate asks (leaseForRate, up to
+ * MAX_LEASE); one that was clipped (the limit is near, or the store's share rule cut it)
+ * asks for what it got, down to 1.
  */
 export function nextLeaseSize(wanted: number, granted: number): number {
-  if (granted >= wanted) return Math.min(MAX_LEASE, Math.max(1, wanted) * LEASE_GROWTH);
-  return Math.max(1, granted);
+  return granted >= wanted ? MAX_LEASE : Math.max(1, granted);
 }
 
 /**
  * The most a lease should hold for a key that spent `lastGranted` points in the `msSince` ms
- * since its last take: what it writes in half of `idleMs` at that rate, so that a lease is
- * spent before the key could count as idle and cost a hand-back. At least 1.
+ * since its last take: what it writes at that rate in the `msLeft` ms its window has left
+ * (points past the window would lapse unspent). A key with no known rate (its first take)
+ * takes 1. At least 1.
  */
-export function leaseForRate(lastGranted: number, msSince: number, idleMs: number): number {
-  return Math.max(1, Math.floor((lastGranted * idleMs) / (2 * Math.max(1, msSince))));
+export function leaseForRate(lastGranted: number, msSince: number, msLeft: number): number {
+  if (!(lastGranted > 0)) return 1;
+  return Math.max(1, Math.floor((msLeft * lastGranted) / Math.max(1, msSince)));
+}
+
+/** A key's lease goes back after this many of its mean gaps between writes unused. */
+export const IDLE_GAPS = 3;
+
+/**
+ * How long a key holding points may go unused before they go back: `idleMs`, or IDLE_GAPS
+ * of its mean gap between writes (`lastGranted` points spent in `msSince` ms) when that is
+ * longer, so that a client writing every 20 s keeps its lease from one write to the next;
+ * never longer than its window, whose end lapses them anyway.
+ */
+export function idleAfter(
+  lastGranted: number,
+  msSince: number,
+  idleMs: number,
+  windowMs: number,
+): number {
+  if (!(lastGranted > 0)) return idleMs;
+  const gapMs = Math.max(1, msSince) / lastGranted;
+  return Math.max(idleMs, Math.min(windowMs, IDLE_GAPS * gapMs));
 }
 
 /**

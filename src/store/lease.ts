@@ -85,6 +85,18 @@ export interface LeaseStore {
 const SCRIPTS = { sluiceLeaseTake: TAKE, sluiceLeaseGiveBack: GIVE_BACK };
 type Script = keyof typeof SCRIPTS;
 
+/**
+ * The scripts' command names, which ioredis / iovalkey send on their own, not auto-pipelined
+ * (clients/io.ts): takes are sparse (most writes spend a held point), and a pipeline built
+ * for one command costs more CPU than the write it saves, most in cluster.
+ */
+export const LEASE_COMMANDS: readonly Script[] = ['sluiceLeaseTake', 'sluiceLeaseGiveBack'];
+
+/** A script argument that must be a whole count (no allocation: a take runs per lease). */
+function count(name: string, n: number): void {
+  if (!Number.isInteger(n) || n < 0) throw new RangeError(`${name} must be an integer >= 0`);
+}
+
 /** Scripts are registered on first use: a gateway without leases never loads them. */
 export function leaseStore(conn: Pick<ClientConnection, 'scripts'>): LeaseStore {
   let cached: ScriptRunner<Script> | undefined;
@@ -96,14 +108,10 @@ export function leaseStore(conn: Pick<ClientConnection, 'scripts'>): LeaseStore 
     async take(key, want, limit, windowMs, bounds = {}) {
       const need = bounds.need ?? Math.min(1, want);
       const divisor = bounds.divisor ?? 1;
-      for (const [name, n] of [
-        ['want', want],
-        ['limit', limit],
-        ['windowMs', windowMs],
-        ['need', need],
-      ] as const) {
-        if (!Number.isInteger(n) || n < 0) throw new RangeError(`${name} must be an integer >= 0`);
-      }
+      count('want', want);
+      count('limit', limit);
+      count('windowMs', windowMs);
+      count('need', need);
       if (need > want) throw new RangeError('need must not exceed want');
       if (!(divisor >= 1)) throw new RangeError('divisor must be >= 1');
       const reply = (await call('sluiceLeaseTake', 'take', key, [

@@ -5,6 +5,7 @@
 import type { RateLimiterStoreAbstract } from 'rate-limiter-flexible';
 import { StoreConnectError, describeError, storeCall as wrap } from '../errors.js';
 import type { KeyValue } from '../kv.js';
+import { LEASE_COMMANDS } from '../lease.js';
 import type { NodeAddress } from '../options.js';
 import { target, withDeadline } from './driver.js';
 import type { ClientDriver, StoreLimiterOptions } from './driver.js';
@@ -45,10 +46,13 @@ export function ioDriver(lib: IoLibrary): ClientDriver {
         connectionName: opts.clientName,
         retryStrategy: (times: number) => Math.min(50 * 2 ** times, 1000),
       };
+      // Lease takes go on their own: sparse, each in a pipeline of one would cost more (lease.ts).
+      const autoPipeliningIgnoredCommands = [...LEASE_COMMANDS];
       const clusterOptions = {
         lazyConnect: true,
         scaleReads: 'master' as const, // counters are read after write: never from a replica
         enableAutoPipelining: opts.autoPipelining,
+        autoPipeliningIgnoredCommands,
         slotsRefreshTimeout: opts.timeouts.connectMs,
         redisOptions: nodeOptions,
       };
@@ -57,6 +61,7 @@ export function ioDriver(lib: IoLibrary): ClientDriver {
         host: opts.nodes[0]!.host,
         port: opts.nodes[0]!.port,
         enableAutoPipelining: opts.autoPipelining,
+        autoPipeliningIgnoredCommands,
       };
       const client = (
         opts.mode === 'cluster'

@@ -79,21 +79,97 @@ const S = { nodeId: 'relay-a', base: 100 };
 const settle = () => new Promise((r) => setImmediate(r));
 
 describe('lease book', { timeout: 30_000 }, () => {
-  it('asks for 1, then 8, then 64 points while a key keeps coming back with room to spare', async () => {
+  it('asks for 1 point for a new key, then 64 while it keeps coming back with room to spare', async () => {
     const { store, book } = setUp();
     for (let i = 0; i < 80; i++) assert.ok((await book.consume('k', 1, 10_000, 60_000, S)).allowed);
-    assert.deepEqual(store.wants, [1, 8, 64, 64]);
+    assert.deepEqual(store.wants, [1, 64, 64]);
     await book.close();
   });
 
-  it('leases a slow key no more than it writes in half the idle time', async () => {
-    const { clock, store, book } = setUp(1, 10_000);
-    for (let i = 0; i < 6; i++) {
-      assert.ok((await book.consume('k', 1, 10_000, 600_000, S)).allowed);
+  it('a key that writes every 3 s takes one lease for the rest of its window', async () => {
+    const { clock, store, book, points } = setUp(1, 10_000);
+    for (let i = 0; i < 20; i++) {
+      assert.ok((await book.consume('k', 1, 10_000, 60_000, S)).allowed);
+      book.sweep();
       clock.t += 3000;
     }
-    assert.ok(Math.max(...store.wants) <= 2, `one write every 3 s: ${store.wants.join(',')}`);
+    assert.deepEqual(store.wants, [1, 19], '19 writes in the 57 s the window has left');
+    assert.equal(book.snapshot('k')!.held, 0, 'spent to the last point as the window ends');
+    const next = await book.consume('k', 1, 10_000, 60_000, S);
+    assert.ok(next.allowed && next.tookLease, 'the next window takes anew');
+    assert.deepEqual(store.wants, [1, 19, 20]);
+    assert.equal(points.returned + points.expired, 0);
     await book.close();
+  });
+
+  it('a key that writes three times a minute is leased by its rate, not a point per write', async () => {
+    const { clock, store, book, points } = setUp(1, 10_000);
+    for (let i = 0; i < 8; i++) {
+      assert.ok((await book.consume('k', 1, 10_000, 60_000, S)).allowed);
+      clock.t += 20_000;
+      book.sweep();
+    }
+    assert.deepEqual(store.wants, [1, 2, 3, 3], 'eight writes, four takes');
+    assert.equal(points.returned + points.expired, 0, 'nothing went back between writes');
+    await book.close();
+  });
+
+  it("hands a stopped key's points back after three of its gaps between writes", async () => {
+    const { clock, store, book, points } = setUp(1, 10_000);
+    for (let i = 0; i < 4; i++) {
+      assert.ok((await book.consume('k', 1, 10_000, 60_000, S)).allowed);
+      clock.t += 5000;
+    }
+    assert.deepEqual(store.wants, [1, 11], 'a write every 5 s: 55 s worth');
+    clock.t += 9000; // 14 s since the last write
+    book.sweep();
+    await settle();
+    assert.equal(book.snapshot('k')!.held, 8, 'kept within 3 x 5 s');
+    clock.t += 1000;
+    book.sweep();
+    await settle();
+    assert.equal(book.snapshot('k')!.held, 0);
+    assert.equal(points.returned, 8);
+    assert.equal(store.counters.get('k')!.used, 4, 'Valkey counts the 4 writes only');
+    await book.close();
+  });
+
+  it('a key back from idle is leased by what it spent of its last lease, not afresh', async () => {
+    const { clock, store, book, points } = setUp(1, 10_000);
+    for (const at of [0, 1000, 13_000, 25_000, 37_000]) {
+      clock.t = 1_000_000 + at;
+      book.sweep();
+      await settle();
+      assert.ok((await book.consume('k', 1, 10_000, 60_000, S)).allowed);
+    }
+    // Two writes 1 s apart earn 59 points; idle 12 s later, 58 go back and the key's rate is
+    // what it spent (1 point in 12 s): its next lease is 47 s / 12 s, which lasts it.
+    assert.equal(points.returned, 58);
+    assert.deepEqual(store.wants, [1, 59, 3]);
+    assert.equal(store.counters.get('k')!.used, 5 + book.snapshot('k')!.held);
+    await book.close();
+  });
+
+  it('never admits past the limit across gateways sharing a key, whatever their lease sizes', async () => {
+    const clock = { t: 1_000_000 };
+    const store = new FakeLeaseStore(clock);
+    const books = [0, 1].map(
+      () => new LeaseBook(store, { holders: 2, idleMs: 10_000, maxKeys: 3, now: () => clock.t }),
+    );
+    let admitted = 0;
+    for (let i = 0; i < 400; i++) {
+      if ((await books[i % 2]!.consume('k', 1, 150, 60_000, S)).allowed) admitted++;
+      clock.t += 50;
+    }
+    assert.ok(
+      Math.max(...store.wants) > 8,
+      `leases larger than a few points: ${store.wants.join(',')}`,
+    );
+    assert.equal(store.counters.get('k')!.used, 150, 'every point of the window leased');
+    assert.ok(admitted <= 150, `admitted ${admitted} of a limit of 150`);
+    const held = books.reduce((n, b) => n + b.snapshot('k')!.held, 0);
+    assert.equal(admitted + held, 150, 'what was not admitted is still held, not lost');
+    for (const b of books) await b.close();
   });
 
   it('serves the last points of a limit one by one, and exactly', async () => {
@@ -169,7 +245,7 @@ describe('lease book', { timeout: 30_000 }, () => {
     book.sweep();
     await settle();
     for (const key of ['a', 'b', 'c']) assert.equal(store.counters.get(key)!.used, 2, key);
-    assert.equal(book.size, 0, 'idle keys are forgotten');
+    for (const key of ['a', 'b', 'c']) assert.equal(book.snapshot(key)!.held, 0, key);
     for (const key of ['d', 'e', 'f', 'g']) {
       await book.consume(key, 1, 100, 60_000, S);
       await book.consume(key, 1, 100, 60_000, S);
@@ -193,7 +269,7 @@ describe('lease book', { timeout: 30_000 }, () => {
       } else {
         for (const key of ['x', 'y', 'z']) await book.consume(key, 1, 10, 60_000, S);
       }
-      assert.equal(book.snapshot('k'), null, `'k' is no longer held (${how})`);
+      assert.equal(book.snapshot('k')?.held ?? 0, 0, `'k' holds nothing (${how})`);
       // Its hand-back is under way: the client's 8 points left must all be its own still.
       const next = await Promise.all(
         Array.from({ length: 9 }, () => book.consume('k', 1, 10, 60_000, S)),

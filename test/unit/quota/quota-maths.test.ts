@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import {
-  LEASE_GROWTH,
+  IDLE_GAPS,
   MAX_LEASE,
   effectivePoints,
+  idleAfter,
   insuredPoints,
   leaseDivisor,
   leaseForRate,
@@ -63,19 +64,30 @@ const limited: QuotaDecision = {
 };
 
 describe('lease sizes', { timeout: 30_000 }, () => {
-  it('grows a lease granted whole, up to the cap, and shrinks one that was clipped', () => {
-    assert.equal(nextLeaseSize(1, 1), LEASE_GROWTH);
-    assert.equal(nextLeaseSize(LEASE_GROWTH, LEASE_GROWTH), Math.min(MAX_LEASE, LEASE_GROWTH ** 2));
+  it('lets a lease granted whole be followed by one as large as the rate asks, and shrinks one that was clipped', () => {
+    assert.equal(nextLeaseSize(1, 1), MAX_LEASE);
     assert.equal(nextLeaseSize(MAX_LEASE, MAX_LEASE), MAX_LEASE);
     assert.equal(nextLeaseSize(64, 5), 5, 'clipped near the limit: ask for what was granted');
     assert.equal(nextLeaseSize(8, 0), 1, 'refused: start again from one point');
   });
 
-  it('sizes a lease to what the key writes in half the idle time at its recent rate', () => {
-    assert.equal(leaseForRate(8, 400, 10_000), 100, '20 writes/s x 5 s');
-    assert.equal(leaseForRate(1, 3000, 10_000), 1, 'one write every 3 s: one point');
-    assert.equal(leaseForRate(0, 100, 10_000), 1, 'nothing granted last time: one point');
-    assert.equal(leaseForRate(1, 0, 10_000), 5000, 'no time passed: no cap from the rate');
+  it("sizes a lease to what the key writes in its window's time left at its recent rate", () => {
+    assert.equal(leaseForRate(8, 400, 5000), 100, '20 writes/s x 5 s left');
+    assert.equal(leaseForRate(1, 3000, 60_000), 20, 'one write every 3 s x 60 s left');
+    assert.equal(leaseForRate(4, 12_000, 60_000), 20, 'four writes in 12 s: every 3 s');
+    assert.equal(leaseForRate(1, 20_000, 60_000), 3, 'three writes a minute');
+    assert.equal(leaseForRate(1, 3000, 1000), 1, 'the window ends before its next write');
+    assert.equal(leaseForRate(0, 100, 60_000), 1, 'nothing granted last time: one point');
+    assert.equal(leaseForRate(1, 0, 5000), 5000, 'no time passed: no cap from the rate');
+  });
+
+  it("keeps a key's lease for three of its gaps between writes, within idleMs and its window", () => {
+    assert.equal(IDLE_GAPS, 3);
+    assert.equal(idleAfter(1, 20_000, 10_000, 60_000), 60_000, 'a write every 20 s: 60 s');
+    assert.equal(idleAfter(4, 20_000, 10_000, 60_000), 15_000, 'every 5 s: 15 s');
+    assert.equal(idleAfter(10, 1000, 10_000, 60_000), 10_000, 'fast: idleMs');
+    assert.equal(idleAfter(1, 50_000, 10_000, 60_000), 60_000, 'never past the window');
+    assert.equal(idleAfter(0, 50_000, 10_000, 60_000), 10_000, 'no known rate: idleMs');
   });
 
   it('bounds what leases can strand per window by holders, the cap and the limit', () => {
