@@ -227,13 +227,7 @@ export async function runFleetMode(
   try {
     const relays = await Promise.all(
       NODES.map((nodeId) =>
-        startRelay({
-          nodeId,
-          dataDir: scratch(`sluice-fleet-${nodeId}-`),
-          fresh: true,
-          drainBytesPerSec: opts.drainBytesPerSec,
-          env: relayEnv,
-        }),
+        startRelay({ nodeId, drainBytesPerSec: opts.drainBytesPerSec, env: relayEnv }),
       ),
     );
     started.push(...relays);

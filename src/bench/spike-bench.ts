@@ -145,16 +145,14 @@ async function runArm(
   log: (line: string) => void,
 ): Promise<ArmResult> {
   const started: SluiceProcess[] = [];
-  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'sluice-spike-relay-'));
   const configDir = mkdtempSync(path.join(os.tmpdir(), 'sluice-spike-gw-'));
   const relayEnv = { ...env, SLUICE_RELAY_ADMIN_TOKEN: RELAY_ADMIN_TOKEN };
   let stop = false;
   const writers: Promise<void>[] = [];
   try {
+    // A data directory of its own, removed when it stops.
     const relay = await startRelay({
       nodeId: 'relay-a',
-      dataDir,
-      fresh: true,
       drainBytesPerSec: o.drainBytesPerSec,
       env: relayEnv,
     });
@@ -348,7 +346,6 @@ async function runArm(
     stop = true;
     await Promise.allSettled(writers);
     await Promise.allSettled(started.reverse().map((p) => p.stop()));
-    rmSync(dataDir, { recursive: true, force: true });
     rmSync(configDir, { recursive: true, force: true });
   }
 }
