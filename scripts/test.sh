@@ -14,6 +14,9 @@ CLUSTER_BASE="${SLUICE_TEST_CLUSTER_BASE:-7100}"
 # The whole-run bounds are a last guard, far above a normal run.
 NODE_FILE_TIMEOUT_MS=420000
 UNIT_SUITE_TIMEOUT_SEC=600
+# Unit files run side by side, one per core: in process, each on its own temporary files and
+# ephemeral ports. The suites on the shared Valkey run one file at a time.
+UNIT_CONCURRENCY="${SLUICE_TEST_UNIT_CONCURRENCY:-$(nproc)}"
 NODE_SUITE_TIMEOUT_SEC=3600
 PYTHON_SUITE_TIMEOUT_SEC=600
 # The suite's Valkey state lives apart from instances a user started by hand.
@@ -94,7 +97,8 @@ node_test_files() {
   shopt -u globstar nullglob
 }
 
-# Node test files, run one at a time under the suite's bounds: --test-force-exit ends a file
+# Node test files, run under the suite's bounds (one at a time unless node_concurrency is
+# set for the call): --test-force-exit ends a file
 # once its tests are done, whatever handles it left open, and --test-timeout bounds each file
 # (and each test that sets no bound of its own; the suites do). The counts are read from the
 # spec reporter's own summary on stdout (a file reporter's stream is not flushed when
@@ -109,8 +113,8 @@ node_suite() {
   rm -f "$spec" # never count an earlier run's report
   set +e
   bounded "$seconds" \
-    node --test --test-concurrency=1 --test-force-exit --test-timeout="$NODE_FILE_TIMEOUT_MS" \
-    --test-reporter=spec --test-reporter-destination=stdout \
+    node --test --test-concurrency="${node_concurrency:-1}" --test-force-exit \
+    --test-timeout="$NODE_FILE_TIMEOUT_MS" --test-reporter=spec --test-reporter-destination=stdout \
     "$@" | tee "$spec"
   rc=${PIPESTATUS[0]}
   set -e
@@ -152,7 +156,7 @@ mkdir -p "$REPORTS"
 say "Node unit tests"
 mapfile -t unit_files < <(node_test_files unit)
 if [ "${#unit_files[@]}" -gt 0 ]; then
-  if ! SLUICE_TEST_STANDALONE='' SLUICE_TEST_CLUSTER='' \
+  if ! SLUICE_TEST_STANDALONE='' SLUICE_TEST_CLUSTER='' node_concurrency="$UNIT_CONCURRENCY" \
     node_suite unit "$UNIT_SUITE_TIMEOUT_SEC" "${unit_files[@]}"; then
     failed+=(unit)
     say "the unit suite failed: the Valkey-dependent suites are not run"

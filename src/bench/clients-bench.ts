@@ -13,11 +13,9 @@ import path from 'node:path';
 import { Pool } from 'undici';
 import { WebSocket } from 'ws';
 import type { ClientKind, NodeAddress } from '../store/index.js';
-import { startInstance, stopInstance } from '../valkey/embedded.js';
-import { runDir } from '../harness/paths.js';
-import { freeLoopbackPort } from '../harness/ports.js';
 import { adminUrlOf, spawnSluice } from '../harness/processes.js';
 import type { SluiceProcess } from '../harness/processes.js';
+import { withBenchValkey } from './own-valkey.js';
 import { BENCH_ADMIN_TOKEN } from './run/gateway-config.js';
 
 export interface ClientsBenchOptions {
@@ -214,17 +212,22 @@ export async function runClientsBench(
   opts: ClientsBenchOptions,
   log: (line: string) => void,
 ): Promise<ClientsBenchResult> {
-  const env = { ...process.env, SLUICE_RUN_DIR: path.join(runDir(), 'bench-clients') };
-  const quiet = { info: () => undefined, warn: log };
-  const own = opts.valkey
-    ? undefined
-    : { topology: 'standalone' as const, port: await freeLoopbackPort() };
-  const valkey = opts.valkey ?? { host: '127.0.0.1', port: own!.port };
+  return withBenchValkey('bench-clients', opts.valkey, log, (valkey, env) =>
+    measureClients(opts, valkey, env, log),
+  );
+}
+
+/** The gateway's RSS before and after the clients, against this Valkey. */
+async function measureClients(
+  opts: ClientsBenchOptions,
+  valkey: NodeAddress,
+  env: NodeJS.ProcessEnv,
+  log: (line: string) => void,
+): Promise<ClientsBenchResult> {
   const configDir = mkdtempSync(path.join(os.tmpdir(), 'sluice-bench-clients-'));
   let relay: Awaited<ReturnType<typeof startStubRelay>> | undefined;
   let gateway: SluiceProcess | undefined;
   try {
-    if (own) await startInstance(own, quiet, env);
     relay = await startStubRelay();
     const file = path.join(configDir, 'gateway.json');
     writeFileSync(file, JSON.stringify(gatewayConfig(opts, valkey, relay.url)));
@@ -266,7 +269,6 @@ export async function runClientsBench(
   } finally {
     await gateway?.stop();
     await relay?.close();
-    if (own) await stopInstance(own, quiet, env);
     rmSync(configDir, { recursive: true, force: true });
   }
 }

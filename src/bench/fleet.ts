@@ -23,6 +23,7 @@ import type { SluiceProcess } from '../harness/processes.js';
 import { makeIdentity } from '../quota/policy.js';
 import type { ClientKind } from '../store/options.js';
 import { BENCH_ADMIN_TOKEN } from './run/gateway-config.js';
+import { postEvent } from './run/post-event.js';
 
 const MiB = 1024 * 1024;
 const NODES = ['relay-a', 'relay-b', 'relay-c'] as const;
@@ -154,56 +155,25 @@ export function balancedSources(writers: number): string[] {
 }
 
 /**
- * POST one event. A kept-alive socket the gateway closed as it was reused (the race Node's
- * documentation describes: ECONNRESET on a reused socket, before any answer) is tried once
- * more on a new one, as HTTP clients do: an event is idempotent (a second copy is answered
- * duplicate), and nothing reached the gateway.
+ * POST one event from the writer's address over its kept-alive connection. A socket the
+ * gateway closed as it was reused is tried once more on a new one, as HTTP clients do: an
+ * event is idempotent (a second copy is answered duplicate), and nothing reached the gateway.
  */
 async function post(
   url: string,
   body: string,
   writer: Writer,
 ): Promise<{ status: number; problem: string; retried: boolean }> {
-  const first = await postOnce(url, body, writer);
+  const once = async () => {
+    const answer = await postEvent(url, body, writer.from, {
+      agent: writer.agent,
+      timeoutMs: 30_000,
+    });
+    return { ...answer, problem: answer.error ?? answer.body };
+  };
+  const first = await once();
   if (!first.reusedSocketReset) return { ...first, retried: false };
-  return { ...(await postOnce(url, body, writer)), retried: true };
-}
-
-function postOnce(
-  url: string,
-  body: string,
-  writer: Writer,
-): Promise<{ status: number; problem: string; reusedSocketReset?: boolean }> {
-  return new Promise((resolve) => {
-    const req = http.request(
-      url,
-      {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        agent: writer.agent,
-        localAddress: writer.from,
-        timeout: 30_000,
-      },
-      (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (c: string) => {
-          if (text.length < 2048) text += c;
-        });
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, problem: text }));
-        res.on('error', (err) => resolve({ status: 0, problem: err.message }));
-      },
-    );
-    req.on('timeout', () => req.destroy(new Error('timed out')));
-    req.on('error', (err: NodeJS.ErrnoException) =>
-      resolve({
-        status: 0,
-        problem: err.message,
-        reusedSocketReset: req.reusedSocket && err.code === 'ECONNRESET',
-      }),
-    );
-    req.end(body);
-  });
+  return { ...(await once()), retried: true };
 }
 
 async function getJson<T>(url: string, headers: Record<string, string> = {}): Promise<T> {
@@ -257,13 +227,7 @@ export async function runFleetMode(
   try {
     const relays = await Promise.all(
       NODES.map((nodeId) =>
-        startRelay({
-          nodeId,
-          dataDir: scratch(`sluice-fleet-${nodeId}-`),
-          fresh: true,
-          drainBytesPerSec: opts.drainBytesPerSec,
-          env: relayEnv,
-        }),
+        startRelay({ nodeId, drainBytesPerSec: opts.drainBytesPerSec, env: relayEnv }),
       ),
     );
     started.push(...relays);

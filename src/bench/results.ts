@@ -10,15 +10,16 @@ export function defaultResultsDir(now = new Date()): string {
 }
 
 /**
- * A benchmark's end on the command line: its result file written (into `outDir`, else a new
- * results/<stamp>), then its table and the file's path printed. Returns the file.
+ * A benchmark's end on the command line: its result file (`name`, else <kind>.json) written
+ * into `outDir`, else a new results/<stamp>, then its table and the file's path printed.
+ * Returns the file.
  */
 export function showResult(
   outDir: string | undefined,
-  name: string,
   kind: string,
   payload: Record<string, unknown>,
   table: string,
+  name = `${kind}.json`,
 ): string {
   const file = writeResult(outDir ?? defaultResultsDir(), name, kind, payload);
   console.log(table);

@@ -15,12 +15,10 @@ import { performance } from 'node:perf_hooks';
 import { setImmediate, setTimeout as sleep } from 'node:timers/promises';
 import { finalizeEvent, generateSecretKey } from 'nostr-tools/pure';
 import type { ClientKind, NodeAddress } from '../store/index.js';
-import { startInstance, stopInstance } from '../valkey/embedded.js';
-import { runDir } from '../harness/paths.js';
-import { freeLoopbackPort } from '../harness/ports.js';
 import { startFeed, startGateway, startRelay } from '../harness/processes.js';
 import type { SluiceProcess } from '../harness/processes.js';
 import { parsePrometheusValue, processSampler } from '../pressure/feed/samplers.js';
+import { withBenchValkey } from './own-valkey.js';
 import { BENCH_ADMIN_TOKEN } from './run/gateway-config.js';
 import { median } from './stats.js';
 
@@ -147,16 +145,14 @@ async function runArm(
   log: (line: string) => void,
 ): Promise<ArmResult> {
   const started: SluiceProcess[] = [];
-  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'sluice-spike-relay-'));
   const configDir = mkdtempSync(path.join(os.tmpdir(), 'sluice-spike-gw-'));
   const relayEnv = { ...env, SLUICE_RELAY_ADMIN_TOKEN: RELAY_ADMIN_TOKEN };
   let stop = false;
   const writers: Promise<void>[] = [];
   try {
+    // A data directory of its own, removed when it stops.
     const relay = await startRelay({
       nodeId: 'relay-a',
-      dataDir,
-      fresh: true,
       drainBytesPerSec: o.drainBytesPerSec,
       env: relayEnv,
     });
@@ -350,7 +346,6 @@ async function runArm(
     stop = true;
     await Promise.allSettled(writers);
     await Promise.allSettled(started.reverse().map((p) => p.stop()));
-    rmSync(dataDir, { recursive: true, force: true });
     rmSync(configDir, { recursive: true, force: true });
   }
 }
@@ -441,22 +436,13 @@ export async function runSpikeBench(
   o: SpikeBenchOptions,
   log: (line: string) => void,
 ): Promise<ArmResult[]> {
-  const env = { ...process.env, SLUICE_RUN_DIR: path.join(runDir(), 'bench-spike') };
-  const quiet = { info: () => undefined, warn: log };
-  const own = o.valkey
-    ? undefined
-    : { topology: 'standalone' as const, port: await freeLoopbackPort() };
-  const valkey = o.valkey ?? { host: '127.0.0.1', port: own!.port };
-  try {
-    if (own) await startInstance(own, quiet, env);
+  return withBenchValkey('bench-spike', o.valkey, log, async (valkey, env) => {
     const results: ArmResult[] = [];
     for (const variant of o.variants) {
       for (const pace of o.paces) results.push(await runArm(variant, pace, o, valkey, env, log));
     }
     return results;
-  } finally {
-    if (own) await stopInstance(own, quiet, env);
-  }
+  });
 }
 
 const fmt = (x: number | null, digits = 0) => (x === null ? 'none' : x.toFixed(digits));

@@ -1,8 +1,7 @@
-import { Option } from 'commander';
 import type { Command } from 'commander';
-import { CLIENT_KINDS, parseNodeAddress } from '../store/options.js';
+import { parseNodeAddress } from '../store/options.js';
 import type { ClientKind } from '../store/options.js';
-import { positiveInt } from './flags.js';
+import { positiveInt, valkeyClientOption } from './flags.js';
 
 interface ClientsFlags {
   clients: number;
@@ -25,11 +24,7 @@ export function registerClientsBench(bench: Command): void {
     .option('--clients <n>', 'distinct clients (1000000 for the long run)', positiveInt, 100_000)
     .option('--connections <n>', 'concurrent connections', positiveInt, 32)
     .option('--valkey <host:port>', 'a standalone Valkey to use (default: start one)')
-    .addOption(
-      new Option('--valkey-client <name>', "the gateway's Valkey client")
-        .choices(CLIENT_KINDS)
-        .default('valkey-glide'),
-    )
+    .addOption(valkeyClientOption("the gateway's Valkey client"))
     .option(
       '--max-tracked-clients <n>',
       "the gateway's limits.maxTrackedClients (default: its default)",
@@ -50,13 +45,8 @@ export function registerClientsBench(bench: Command): void {
       const result = await runClientsBench(opts, (line) => console.error(line));
       const { showResult } = await import('../bench/results.js');
       const note = 'load generator, stub relay, gateway and Valkey share this machine';
-      showResult(
-        flags.out,
-        'clients-bench.json',
-        'clients-bench',
-        { options: opts, note, result },
-        formatClientsBench(result, opts),
-      );
+      const table = formatClientsBench(result, opts);
+      showResult(flags.out, 'clients-bench', { options: opts, note, result }, table);
       if (!result.exact) process.exitCode = 1;
     });
 }

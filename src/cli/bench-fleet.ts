@@ -1,12 +1,11 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { InvalidArgumentError, Option } from 'commander';
+import { InvalidArgumentError } from 'commander';
 import type { Command } from 'commander';
 import { ROUTING_MODES } from '../config/schema.js';
 import type { RoutingMode } from '../config/schema.js';
-import { CLIENT_KINDS } from '../store/options.js';
 import type { ClientKind } from '../store/options.js';
-import { positiveInt } from './flags.js';
+import { positiveInt, valkeyClientOption } from './flags.js';
 
 interface FleetFlags {
   valkey?: string;
@@ -38,11 +37,7 @@ export function registerFleetBench(bench: Command): void {
         'to a quarter mid-run; once per routing mode (writes fleet-bench.json and fleet-bench.md)',
     )
     .option('--valkey <host:port>', 'a standalone Valkey to use (default: start one)')
-    .addOption(
-      new Option('--valkey-client <name>', "the gateways' and feeds' Valkey client")
-        .choices(CLIENT_KINDS)
-        .default('valkey-glide'),
-    )
+    .addOption(valkeyClientOption("the gateways' and feeds' Valkey client"))
     .option('--modes <list>', 'routing modes, comma-separated', routingModes, [...ROUTING_MODES])
     .option('--seconds <s>', 'seconds per mode', positiveInt, 90)
     .option('--degrade-at <s>', "when the sick node's drain is cut", positiveInt, 20)

@@ -1,16 +1,17 @@
-import { InvalidArgumentError, Option } from 'commander';
+import { Option } from 'commander';
 import type { Command } from 'commander';
 import { FLOOD_SHAPES, PROBE_WORKLOADS } from '../bench/oom/names.js';
-import { ARMS, RELAY_IMPLS } from '../bench/run/config.js';
+import { ARMS } from '../bench/run/config.js';
 import type { Law, RelayImpl } from '../bench/run/config.js';
 import type { ProbeWorkload } from '../bench/oom/names.js';
 import type { ClientKind, Topology } from '../store/options.js';
 import type { OomBenchOptions } from '../bench/oom/oom-bench.js';
 import {
-  list,
+  listOf,
   parseBytes,
   positiveInt,
   positiveNumber,
+  relayImplOption,
   valkeyClientOption,
   valkeyModeOption,
 } from './flags.js';
@@ -52,17 +53,6 @@ type OomFlags = Pick<
   outDir?: string;
 };
 
-function choicesOf(all: readonly string[], what: string) {
-  return (value: string): string[] => {
-    const items = list(value);
-    const bad = items.find((i) => !all.includes(i));
-    if (bad || items.length === 0) {
-      throw new InvalidArgumentError(`${what}: "${bad ?? value}" is not one of ${all.join(', ')}`);
-    }
-    return items;
-  };
-}
-
 /** `sluice bench oom`: the relay in a memory cgroup with a hard limit, under write floods. */
 export function registerOomBench(bench: Command): void {
   bench
@@ -77,13 +67,9 @@ export function registerOomBench(bench: Command): void {
     .requiredOption('--valkey <host:port>', 'the Valkey the feed and gateways use')
     .addOption(valkeyClientOption())
     .addOption(valkeyModeOption())
-    .addOption(
-      new Option('--relay-impl <name>', 'the relay under test')
-        .choices(RELAY_IMPLS)
-        .default('reference'),
-    )
-    .option('--arms <list>', ARMS.join(', '), choicesOf(ARMS, '--arms'), [...ARMS])
-    .option('--floods <list>', FLOOD_SHAPES.join(', '), choicesOf(FLOOD_SHAPES, '--floods'), [
+    .addOption(relayImplOption('the relay under test', 'reference'))
+    .option('--arms <list>', ARMS.join(', '), listOf(ARMS, '--arms'), [...ARMS])
+    .option('--floods <list>', FLOOD_SHAPES.join(', '), listOf(FLOOD_SHAPES, '--floods'), [
       ...FLOOD_SHAPES,
     ])
     .option('--duration <s>', 'seconds of flood per arm', positiveInt, 80)
@@ -230,13 +216,11 @@ export function registerOomProbe(bench: Command): void {
         'write load, and to what: many small events, large events, large events fanned out ' +
         'to subscribers that never read; each on a fresh relay in a fresh group with no limit',
     )
-    .addOption(
-      new Option('--relay-impl <name>', 'the relay').choices(RELAY_IMPLS).default('nostr-rs-relay'),
-    )
+    .addOption(relayImplOption('the relay', 'nostr-rs-relay'))
     .option(
       '--workloads <list>',
       PROBE_WORKLOADS.join(', '),
-      choicesOf(PROBE_WORKLOADS, '--workloads'),
+      listOf(PROBE_WORKLOADS, '--workloads'),
       [...PROBE_WORKLOADS],
     )
     .option('--seconds <s>', 'seconds of load per workload', positiveInt, 30)
@@ -284,10 +268,10 @@ export function registerOomProbe(bench: Command): void {
       const command = `sluice ${process.argv.slice(2).join(' ')}`;
       showResult(
         flags.outDir,
-        `oom-probe-${relayImpl}.json`,
         'oom-probe',
         { command, relayImpl, results },
         table,
+        `oom-probe-${relayImpl}.json`,
       );
     });
 }

@@ -1,8 +1,7 @@
-import { InvalidArgumentError, Option } from 'commander';
+import { InvalidArgumentError } from 'commander';
 import type { Command } from 'commander';
-import { RELAY_IMPLS } from '../bench/run/config.js';
 import type { PlanOptions } from '../bench/run/plan.js';
-import { integerIn, positiveInt } from './flags.js';
+import { integerIn, positiveInt, relayImplOption } from './flags.js';
 
 /** "50 100" or "50,100": connection counts. */
 function connectionCounts(value: string): number[] {
@@ -43,7 +42,7 @@ export function registerBenchPlan(bench: Command): void {
     )
     .option('--keys <n>', 'client identities in the load (default 10000)', positiveInt)
     .option('--no-baselines', 'no quotas-off or peer runs (relay-alone stays)')
-    .addOption(new Option('--relay-impl <name>', 'the relay under the runs').choices(RELAY_IMPLS))
+    .addOption(relayImplOption('the relay under the runs'))
     .option('--rate <n>', 'HTTP workloads: offered requests/s (open loop)', positiveInt)
     .option('--seed <n>', 'seed of the run order (default 1)', positiveInt)
     .option('--tsv', 'tab-separated lines, as run-all.sh reads them (bash reads no JSON)')

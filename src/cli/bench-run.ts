@@ -1,9 +1,9 @@
 import { Option } from 'commander';
 import type { Command } from 'commander';
-import { HEAVY_WORK_ITERATIONS, RELAY_IMPLS, WORKLOADS } from '../bench/run/config.js';
+import { HEAVY_WORK_ITERATIONS, WORKLOADS } from '../bench/run/config.js';
 import type { NostrIdentity, RelayImpl, Workload } from '../bench/run/config.js';
 import { NOSTR_IDENTITIES } from '../bench/run/config.js';
-import { positiveInt, positiveNumber, share } from './flags.js';
+import { positiveInt, positiveNumber, relayImplOption, share } from './flags.js';
 
 interface RunFlags {
   implementation: string;
@@ -106,13 +106,11 @@ export function registerBenchRun(bench: Command): void {
     .requiredOption('--valkey <host:port>', 'any node of the Valkey the run uses')
     .option('--relay <url>', 'a running reference relay (else one is started)')
     .addOption(
-      new Option(
-        '--relay-impl <name>',
+      relayImplOption(
         'the relay: the reference one, or nostr-rs-relay (built from crates.io on first use ' +
           'and cached; Nostr workload only)',
-      )
-        .choices(RELAY_IMPLS)
-        .default('reference'),
+        'reference',
+      ),
     )
     .option(
       '--fresh-events-per-sec <n>',

@@ -1,8 +1,19 @@
 import { Option } from 'commander';
 import type { Command } from 'commander';
-import { CLIENT_KINDS, parseNodeAddress } from '../store/options.js';
+import type { Pace, SpikeVariant } from '../bench/spike-bench.js';
+import { parseNodeAddress } from '../store/options.js';
 import type { ClientKind } from '../store/options.js';
-import { list, parseBytes, positiveInt, positiveNumber, share } from './flags.js';
+import {
+  listOf,
+  parseBytes,
+  positiveInt,
+  positiveNumber,
+  share,
+  valkeyClientOption,
+} from './flags.js';
+
+const SPIKE_VARIANTS: readonly SpikeVariant[] = ['spike', 'burst'];
+const PACES: readonly Pace[] = ['fast', 'slow'];
 
 interface SpikeFlags {
   variants: string[];
@@ -34,8 +45,15 @@ export function registerSpikeBench(bench: Command): void {
         'memory jumps (/admin/spike, or a burst of large events at the full quota); reaction time ' +
         '(spike -> both gateways lower) and peak memory / target, fast tick on and off',
     )
-    .option('--variants <list>', 'spike, burst', list, ['spike', 'burst'])
-    .option('--paces <list>', "fast (the feed's fast tick on), slow (off)", list, ['fast', 'slow'])
+    .option('--variants <list>', 'spike, burst', listOf(SPIKE_VARIANTS, '--variants'), [
+      ...SPIKE_VARIANTS,
+    ])
+    .option(
+      '--paces <list>',
+      "fast (the feed's fast tick on), slow (off)",
+      listOf(PACES, '--paces'),
+      [...PACES],
+    )
     .option('--trials <n>', 'spikes or bursts per arm', positiveInt, 3)
     .option('--drain <bytes>', "the relay's drain rate per second", parseBytes, 2 * 1024 * 1024)
     .option(
@@ -82,29 +100,15 @@ export function registerSpikeBench(bench: Command): void {
         .default('pid'),
     )
     .option('--valkey <host:port>', 'a standalone Valkey to use (default: start one)')
-    .addOption(
-      new Option('--valkey-client <name>', 'Valkey client of the feed and gateways')
-        .choices(CLIENT_KINDS)
-        .default('ioredis'),
-    )
+    .addOption(valkeyClientOption('Valkey client of the feed and gateways', 'ioredis'))
     .option('--out <dir>', 'results directory (default results/<timestamp>)')
     .action(async (flags: SpikeFlags) => {
-      const bad = (what: string, allowed: string[], given: string[]) => {
-        const wrong = given.filter((x) => !allowed.includes(x));
-        if (wrong.length || given.length === 0) {
-          throw new Error(
-            `--${what}: ${wrong.join(', ') || 'none'}; choose from ${allowed.join(', ')}`,
-          );
-        }
-      };
-      bad('variants', ['spike', 'burst'], flags.variants);
-      bad('paces', ['fast', 'slow'], flags.paces);
       if (flags.fastTickMs > flags.tickMs)
         throw new Error('--fast-tick-ms must not exceed --tick-ms');
       const { formatSpikeBench, runSpikeBench } = await import('../bench/spike-bench.js');
       const opts = {
-        variants: flags.variants as ('spike' | 'burst')[],
-        paces: flags.paces as ('fast' | 'slow')[],
+        variants: flags.variants as SpikeVariant[],
+        paces: flags.paces as Pace[],
         trials: flags.trials,
         drainBytesPerSec: flags.drain,
         headroomBytes: flags.headroom,
@@ -124,12 +128,7 @@ export function registerSpikeBench(bench: Command): void {
       const results = await runSpikeBench(opts, (line) => console.error(line));
       const { showResult } = await import('../bench/results.js');
       const note = 'relay, feed, two gateways, Valkey and the load generator share this machine';
-      showResult(
-        flags.out,
-        'spike-bench.json',
-        'spike-bench',
-        { options: opts, note, results },
-        formatSpikeBench(results, opts),
-      );
+      const table = formatSpikeBench(results, opts);
+      showResult(flags.out, 'spike-bench', { options: opts, note, results }, table);
     });
 }

@@ -1,5 +1,7 @@
 /** Flag parsers shared by the commands: each throws commander's InvalidArgumentError. */
 import { InvalidArgumentError, Option } from 'commander';
+import { RELAY_IMPLS } from '../bench/run/config.js';
+import type { RelayImpl } from '../bench/run/config.js';
 import { CLIENT_KINDS, TOPOLOGIES } from '../store/options.js';
 import type { ClientKind } from '../store/options.js';
 
@@ -81,6 +83,23 @@ export function list(value: string): string[] {
     .filter((s) => s.length > 0);
 }
 
+/**
+ * A comma-separated list whose items are all among `all`; `what` (the flag) names it in the
+ * error, with the items not allowed and the choices.
+ */
+export function listOf(all: readonly string[], what: string) {
+  return (value: string): string[] => {
+    const items = list(value);
+    const wrong = items.filter((item) => !all.includes(item));
+    if (wrong.length || items.length === 0) {
+      throw new InvalidArgumentError(
+        `${what}: ${wrong.join(', ') || 'none'}; choose from ${all.join(', ')}`,
+      );
+    }
+    return items;
+  };
+}
+
 /** A repeatable flag's values, in order. */
 export function collect(value: string, previous: string[] = []): string[] {
   return [...previous, value];
@@ -89,6 +108,12 @@ export function collect(value: string, previous: string[] = []): string[] {
 /** `--valkey-client`, one of CLIENT_KINDS (valkey-glide unless the command says otherwise). */
 export function valkeyClientOption(help = 'Valkey client', fallback: ClientKind = 'valkey-glide') {
   return new Option('--valkey-client <name>', help).choices(CLIENT_KINDS).default(fallback);
+}
+
+/** `--relay-impl`, one of RELAY_IMPLS (no default unless given). */
+export function relayImplOption(help: string, fallback?: RelayImpl) {
+  const option = new Option('--relay-impl <name>', help).choices(RELAY_IMPLS);
+  return fallback === undefined ? option : option.default(fallback);
 }
 
 /** `--valkey-mode`, one of TOPOLOGIES (standalone by default). */

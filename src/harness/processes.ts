@@ -1,5 +1,7 @@
 import { spawn } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { parseReadyLine } from '../util/ready-line.js';
@@ -179,7 +181,8 @@ export async function spawnSluice(
 /** A reference relay (`sluice relay`) on a free loopback port. */
 export interface RelayOptions {
   nodeId: string;
-  dataDir: string;
+  /** Its data directory; by default an empty one of its own, removed when it stops. */
+  dataDir?: string;
   /** A fixed port (a restart keeps its address); 0, a free one, by default. */
   port?: number;
   /** Start it inside this cgroup (its `cgroup.procs` file). */
@@ -192,9 +195,28 @@ export interface RelayOptions {
   env?: NodeJS.ProcessEnv;
 }
 
-export function startRelay(o: RelayOptions): Promise<SluiceProcess> {
+export async function startRelay(o: RelayOptions): Promise<SluiceProcess> {
+  if (o.dataDir !== undefined) return startRelayIn(o.dataDir, o);
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), `sluice-${o.nodeId}-`));
+  const removeDir = () => rmSync(dataDir, { recursive: true, force: true });
+  const relay = await startRelayIn(dataDir, o).catch((err: unknown) => {
+    removeDir();
+    throw err;
+  });
+  const stop = relay.stop.bind(relay);
+  relay.stop = async (signal) => {
+    try {
+      return await stop(signal);
+    } finally {
+      removeDir();
+    }
+  };
+  return relay;
+}
+
+function startRelayIn(dataDir: string, o: RelayOptions): Promise<SluiceProcess> {
   const args = ['relay', '--port', String(o.port ?? 0), '--node-id', o.nodeId];
-  args.push('--data-dir', o.dataDir);
+  args.push('--data-dir', dataDir);
   if (o.fresh) args.push('--fresh');
   if (o.drainBytesPerSec !== undefined) {
     args.push('--drain-bytes-per-sec', String(o.drainBytesPerSec));

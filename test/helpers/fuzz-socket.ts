@@ -65,6 +65,36 @@ export function encodeWsFrame(spec: WsFrameSpec): Buffer {
   return Buffer.concat([Buffer.from(head), extended, key, body]);
 }
 
+/** A server frame (unmasked) read from the start of a buffer. */
+export interface ServerFrame {
+  opcode: number;
+  payload: Buffer;
+  /** What follows the frame. */
+  rest: Buffer;
+}
+
+/** The unmasked frame at the start of `buf`, or undefined while it is incomplete. */
+export function decodeServerFrame(buf: Buffer): ServerFrame | undefined {
+  if (buf.length < 2) return undefined;
+  let length = buf[1]! & 0x7f;
+  let offset = 2;
+  if (length === 126) {
+    if (buf.length < 4) return undefined;
+    length = buf.readUInt16BE(2);
+    offset = 4;
+  } else if (length === 127) {
+    if (buf.length < 10) return undefined;
+    length = Number(buf.readBigUInt64BE(2));
+    offset = 10;
+  }
+  if (buf.length < offset + length) return undefined;
+  return {
+    opcode: buf[0]! & 0x0f,
+    payload: buf.subarray(offset, offset + length),
+    rest: buf.subarray(offset + length),
+  };
+}
+
 /** A proper client handshake for `path` (the key is random: the server checks its form only). */
 export function upgradeRequest(path: string, host = 'gateway'): Buffer {
   return Buffer.from(
@@ -111,27 +141,16 @@ class Received {
 
   /** Server frames are unmasked; stop at anything that does not fit. */
   private parseFrames(): void {
-    let buf = this.frames!;
-    while (buf.length >= 2) {
-      const opcode = buf[0]! & 0x0f;
-      let length = buf[1]! & 0x7f;
-      let offset = 2;
-      if (length === 126) {
-        if (buf.length < 4) break;
-        length = buf.readUInt16BE(2);
-        offset = 4;
-      } else if (length === 127) {
-        if (buf.length < 10) break;
-        length = Number(buf.readBigUInt64BE(2));
-        offset = 10;
-      }
-      if (buf.length < offset + length) break;
-      const payload = buf.subarray(offset, offset + length);
+    for (
+      let frame = decodeServerFrame(this.frames!);
+      frame;
+      frame = decodeServerFrame(frame.rest)
+    ) {
+      const { opcode, payload } = frame;
       if (opcode === 1) this.messages++;
       if (opcode === 8) this.closeCodes.push(payload.length >= 2 ? payload.readUInt16BE(0) : 1005);
-      buf = buf.subarray(offset + length);
+      this.frames = frame.rest;
     }
-    this.frames = buf;
   }
 }
 

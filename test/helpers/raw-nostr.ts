@@ -4,12 +4,12 @@
  * answer), and the server's messages read as they come.
  */
 import type net from 'node:net';
-import { encodeWsFrame } from './fuzz-socket.js';
+import { decodeServerFrame, encodeWsFrame } from './fuzz-socket.js';
 import { rawUpgrade } from './raw-socket.js';
 
 export class RawNostr {
   readonly received: unknown[][] = [];
-  private buffered = Buffer.alloc(0);
+  private buffered: Buffer = Buffer.alloc(0);
 
   private constructor(readonly socket: net.Socket) {
     socket.on('data', (chunk: Buffer) => this.read(chunk));
@@ -58,25 +58,15 @@ export class RawNostr {
   /** Server frames: unmasked, text messages kept, control frames skipped. */
   private read(chunk: Buffer): void {
     this.buffered = Buffer.concat([this.buffered, chunk]);
-    for (;;) {
-      const b = this.buffered;
-      if (b.length < 2) return;
-      const opcode = b[0]! & 0x0f;
-      let length = b[1]! & 0x7f;
-      let offset = 2;
-      if (length === 126) {
-        if (b.length < 4) return;
-        length = b.readUInt16BE(2);
-        offset = 4;
-      } else if (length === 127) {
-        if (b.length < 10) return;
-        length = Number(b.readBigUInt64BE(2));
-        offset = 10;
+    for (
+      let frame = decodeServerFrame(this.buffered);
+      frame;
+      frame = decodeServerFrame(frame.rest)
+    ) {
+      this.buffered = frame.rest;
+      if (frame.opcode === 1) {
+        this.received.push(JSON.parse(frame.payload.toString('utf8')) as unknown[]);
       }
-      if (b.length < offset + length) return;
-      const payload = b.subarray(offset, offset + length);
-      this.buffered = b.subarray(offset + length);
-      if (opcode === 1) this.received.push(JSON.parse(payload.toString('utf8')) as unknown[]);
     }
   }
 }

@@ -1,6 +1,9 @@
+import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
+import type { RunResult } from '../../src/bench/run/runner.js';
 import { PROJECT_ROOT } from '../../src/harness/paths.js';
 import './signals.js';
 
@@ -40,4 +43,26 @@ export function runScript(
       resolve({ status, output });
     });
   });
+}
+
+/** A run's result file, as run-benchmark.sh wrote it. */
+export function readRunResult(file: string): RunResult {
+  return JSON.parse(readFileSync(file, 'utf8')) as RunResult;
+}
+
+/**
+ * A short run of run-benchmark.sh (2 s measured after 1 s of warm-up, 10 connections, unless
+ * `env` says otherwise) that must exit 0 and leave a result of status ok in `file` (by default
+ * its OUTPUT_FILE): that result.
+ */
+export async function measuredRun(
+  env: Record<string, string>,
+  file = env.OUTPUT_FILE!,
+): Promise<RunResult> {
+  const settings = { DURATION: '2', WARMUP: '1', CONNECTIONS: '10', ...env };
+  const { status, output } = await runScript('run-benchmark.sh', [], settings);
+  assert.equal(status, 0, output);
+  const r = readRunResult(file);
+  assert.equal(r.status, 'ok', r.failureReasons.join('; '));
+  return r;
 }

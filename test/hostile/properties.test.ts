@@ -35,12 +35,7 @@ import {
   segment,
   spellingOf,
 } from '../helpers/target-arbitraries.js';
-
-const seedFromEnv = Number(process.env.SLUICE_PROPERTY_SEED);
-const params = (numRuns: number): fc.Parameters<unknown> => ({
-  numRuns,
-  ...(Number.isFinite(seedFromEnv) ? { seed: seedFromEnv } : {}),
-});
+import { propertyParams } from '../helpers/property-params.js';
 
 /** The machine-readable prefixes NIP-01 gives OK false and CLOSED messages. */
 const NIP01_PREFIXES = [
@@ -74,7 +69,7 @@ describe('client frame parsing', { timeout: 120_000 }, () => {
         const frame = parseClientFrame(t);
         assert.ok(FRAME_TYPES.includes(frame.type), frame.type);
       }),
-      params(3000),
+      propertyParams(3000),
     );
   });
 
@@ -92,7 +87,7 @@ describe('client frame parsing', { timeout: 120_000 }, () => {
         }
         if (c.kind === 'OTHER' && frame.type === 'OTHER') assert.equal(frame.verb, c.verb);
       }),
-      params(1500),
+      propertyParams(1500),
     );
   });
 
@@ -105,7 +100,7 @@ describe('client frame parsing', { timeout: 120_000 }, () => {
         assert.match(frame.event.pubkey, HEX64);
         assert.equal(typeof frame.event.sig, 'string');
       }),
-      params(3000),
+      propertyParams(3000),
     );
   });
 
@@ -121,7 +116,7 @@ describe('client frame parsing', { timeout: 120_000 }, () => {
         assert.match(id, HEX64);
         assert.ok(new RegExp(`"id"\\s*:\\s*"${id}"`).test(t), `${id} is not an "id" in ${t}`);
       }),
-      params(3000),
+      propertyParams(3000),
     );
   });
 
@@ -131,7 +126,7 @@ describe('client frame parsing', { timeout: 120_000 }, () => {
         if (c.kind !== 'EVENT') return;
         assert.equal(sniffEventId(c.text), c.event.id);
       }),
-      params(500),
+      propertyParams(500),
     );
   });
 });
@@ -155,7 +150,7 @@ describe('request targets', { timeout: 120_000 }, () => {
         assertCanonical(t.path);
         assert.ok(t.forward.startsWith('/'), `forward "${t.forward}"`);
       }),
-      params(5000),
+      propertyParams(5000),
     );
   });
 
@@ -166,7 +161,7 @@ describe('request targets', { timeout: 120_000 }, () => {
         if (!t) return;
         assert.deepEqual(parseRequestTarget(t.forward), t, `from ${JSON.stringify(raw)}`);
       }),
-      params(5000),
+      propertyParams(5000),
     );
   });
 
@@ -192,7 +187,7 @@ describe('request targets', { timeout: 120_000 }, () => {
           `from ${JSON.stringify(raw)}`,
         );
       }),
-      params(5000),
+      propertyParams(5000),
     );
   });
 
@@ -204,7 +199,7 @@ describe('request targets', { timeout: 120_000 }, () => {
         if (!t || [...t.path].some((ch) => '%?#\\'.includes(ch) || ch <= ' ')) return;
         assert.equal(parseRequestTarget(t.path)?.path, t.path, `from ${JSON.stringify(raw)}`);
       }),
-      params(5000),
+      propertyParams(5000),
     );
   });
 
@@ -214,7 +209,7 @@ describe('request targets', { timeout: 120_000 }, () => {
         assert.equal(parseRequestTarget(plain.path)?.path, plain.path, 'the plain path');
         assert.equal(parseRequestTarget(target)?.path, plain.path, `spelled ${target}`);
       }),
-      params(5000),
+      propertyParams(5000),
     );
   });
 
@@ -225,7 +220,7 @@ describe('request targets', { timeout: 120_000 }, () => {
       fc.property(host, originForm, (origin, target) => {
         assert.deepEqual(parseRequestTarget(origin + target), parseRequestTarget(target), target);
       }),
-      params(5000),
+      propertyParams(5000),
     );
   });
 
@@ -244,7 +239,7 @@ describe('request targets', { timeout: 120_000 }, () => {
           assert.deepEqual(parseRequestTarget(t.forward), t, `forwarded as ${t.forward}`);
         },
       ),
-      params(500),
+      propertyParams(500),
     );
   });
 });
@@ -280,7 +275,7 @@ describe('route classification on normalised paths', { timeout: 120_000 }, () =>
         assert.ok(t, `${target} is usable`);
         assert.equal(policy.classify(method, t.path).cls, 'deny', `${method} ${target}`);
       }),
-      params(3000),
+      propertyParams(3000),
     );
   });
 });
@@ -595,7 +590,7 @@ describe('the admission step over generated frames and requests', { timeout: 180
           }
         }
       }),
-      params(300),
+      propertyParams(300),
     );
     for (const [branch, times] of Object.entries(reached)) {
       assert.ok(times > 0, `no generated frame reached "${branch}": ${JSON.stringify(reached)}`);
@@ -638,7 +633,7 @@ describe('the admission step over generated frames and requests', { timeout: 180
         // Generated frames run within a second: all past the rate are refused (no refill).
         assert.ok(refused >= r.frames.length - r.perSec - 1, `${refused} refused`);
       }),
-      params(200),
+      propertyParams(200),
     );
   });
 
@@ -718,7 +713,7 @@ describe('the admission step over generated frames and requests', { timeout: 180
           assert.ok([429, 503].includes(status), context);
         }
       }),
-      params(3000),
+      propertyParams(3000),
     );
   });
 });

@@ -14,6 +14,7 @@ import { NostrClient, admin, metricValue, request, startGateway } from '../helpe
 import type { GatewayUnderTest } from '../helpers/gateway.js';
 import { startRelay, stopAll } from '../helpers/processes.js';
 import type { RelayProcess } from '../helpers/processes.js';
+import { maxInAnySecond } from '../helpers/rates.js';
 
 const NODES = ['relay-a', 'relay-b', 'relay-c'];
 const SICK = 2;
@@ -69,17 +70,6 @@ async function connect(gw: GatewayUnderTest, relays: RelayProcess[]): Promise<Tr
     tracked.closed = { code, reason: reason.toString(), at: Date.now() };
   });
   return tracked;
-}
-
-/** The most closes seen within any one second. */
-function maxInAnySecond(times: number[]): number {
-  const sorted = [...times].sort((a, b) => a - b);
-  let best = 0;
-  for (let i = 0, j = 0; i < sorted.length; i++) {
-    while (sorted[i]! - sorted[j]! >= 1000) j++;
-    best = Math.max(best, i - j + 1);
-  }
-  return best;
 }
 
 describe('headroom routing and the drain of a sick node', { timeout: 180_000 }, () => {

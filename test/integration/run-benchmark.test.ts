@@ -1,38 +1,26 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import { PROJECT_ROOT, venvDir } from '../../src/harness/paths.js';
-import type { RunResult } from '../../src/bench/run/runner.js';
-import { runScript } from '../helpers/scripts.js';
+import { measuredRun, readRunResult, runScript } from '../helpers/scripts.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'sluice-run-benchmark-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
 const runBenchmark = (env: Record<string, string>) => runScript('run-benchmark.sh', [], env);
 
-function read(file: string): RunResult {
-  return JSON.parse(readFileSync(file, 'utf8')) as RunResult;
-}
-
 describe('run-benchmark.sh', { timeout: 300_000 }, () => {
   it('measures a 2-second light run through iovalkey and writes a complete result', async () => {
-    const file = path.join(dir, 'light.json');
-    const { status, output } = await runBenchmark({
-      DURATION: '2',
-      WARMUP: '1',
-      CONNECTIONS: '10',
+    const r = await measuredRun({
       REQUEST_TYPE: 'light',
       RATE_LIMITER_TYPE: 'iovalkey',
       KEYS: '500',
-      OUTPUT_FILE: file,
+      OUTPUT_FILE: path.join(dir, 'light.json'),
     });
-    assert.equal(status, 0, output);
-    const r = read(file);
     assert.equal(r.schema, 'sluice-bench-run/1');
-    assert.equal(r.status, 'ok', r.failureReasons.join('; '));
     assert.equal(r.config.implementation, 'iovalkey');
     assert.equal(r.config.mode, 'standalone');
     assert.equal(r.config.durationSec, 2);
@@ -67,19 +55,16 @@ describe('run-benchmark.sh', { timeout: 300_000 }, () => {
 
   it('floods through glide on the cluster: the over-limit share is rejected, mostly from memory', async () => {
     const out = path.join(dir, 'flood');
-    const { status, output } = await runBenchmark({
-      DURATION: '2',
-      WARMUP: '1',
-      CONNECTIONS: '10',
-      REQUEST_TYPE: 'flood',
-      RATE_LIMITER_TYPE: 'valkey-glide:cluster',
-      KEYS: '200',
-      FLOOD_SHARE: '0.5',
-      RESULTS_DIR: out,
-    });
-    assert.equal(status, 0, output);
-    const r = read(path.join(out, 'valkey-glide_cluster_flood_10c_2s_run1.json'));
-    assert.equal(r.status, 'ok', r.failureReasons.join('; '));
+    const r = await measuredRun(
+      {
+        REQUEST_TYPE: 'flood',
+        RATE_LIMITER_TYPE: 'valkey-glide:cluster',
+        KEYS: '200',
+        FLOOD_SHARE: '0.5',
+        RESULTS_DIR: out,
+      },
+      path.join(out, 'valkey-glide_cluster_flood_10c_2s_run1.json'),
+    );
     const share = r.counts!.limited429 / r.counts!.requests;
     assert.ok(share > 0.4 && share < 0.6, `429 share ${share}`);
     // Flooders are blocked in memory: about half the writes never reach Valkey.
@@ -90,74 +75,51 @@ describe('run-benchmark.sh', { timeout: 300_000 }, () => {
   });
 
   it('measures the peer baseline on the same Valkey', async () => {
-    const file = path.join(dir, 'peer.json');
-    const { status, output } = await runBenchmark({
-      DURATION: '2',
+    const r = await measuredRun({
       WARMUP: '0',
-      CONNECTIONS: '10',
       RATE_LIMITER_TYPE: 'fastify-rate-limit',
       KEYS: '500',
-      OUTPUT_FILE: file,
+      OUTPUT_FILE: path.join(dir, 'peer.json'),
     });
-    assert.equal(status, 0, output);
-    const r = read(file);
-    assert.equal(r.status, 'ok', r.failureReasons.join('; '));
     assert.equal(r.processes.find((p) => p.role === 'peer')?.name, 'peer');
     assert.ok(r.valkey!.scriptCallsPerRequest! > 0.9, JSON.stringify(r.valkey));
   });
 
   it('refuses bad settings with a clear message and writes nothing', async () => {
     const file = path.join(dir, 'bad.json');
-    const bad = await runBenchmark({
-      RATE_LIMITER_TYPE: 'redis',
-      DURATION: '2',
-      OUTPUT_FILE: file,
-    });
-    assert.equal(bad.status, 1);
-    assert.match(bad.output, /unknown implementation "redis"/);
-    assert.equal(existsSync(file), false);
-    const peerFlood = await runBenchmark({
-      RATE_LIMITER_TYPE: 'fastify-rate-limit',
-      REQUEST_TYPE: 'flood',
-      DURATION: '2',
-      OUTPUT_FILE: file,
-    });
-    assert.equal(peerFlood.status, 1);
-    assert.match(peerFlood.output, /peer baseline runs the light and heavy workloads only/);
-    // nostr-rs-relay speaks Nostr only; the relay alone is a Nostr baseline only.
-    const nrrLight = await runBenchmark({
-      RELAY_IMPL: 'nostr-rs-relay',
-      REQUEST_TYPE: 'light',
-      DURATION: '2',
-      OUTPUT_FILE: file,
-    });
-    assert.equal(nrrLight.status, 1);
-    assert.match(nrrLight.output, /nostr-rs-relay only speaks Nostr/);
-    const aloneLight = await runBenchmark({
-      RATE_LIMITER_TYPE: 'relay-alone',
-      REQUEST_TYPE: 'light',
-      DURATION: '2',
-      OUTPUT_FILE: file,
-    });
-    assert.equal(aloneLight.status, 1);
-    assert.match(aloneLight.output, /relay-alone measures the Nostr relay by itself/);
-    assert.equal(existsSync(file), false);
+    const refusals: [Record<string, string>, RegExp][] = [
+      [{ RATE_LIMITER_TYPE: 'redis' }, /unknown implementation "redis"/],
+      [
+        { RATE_LIMITER_TYPE: 'fastify-rate-limit', REQUEST_TYPE: 'flood' },
+        /peer baseline runs the light and heavy workloads only/,
+      ],
+      // nostr-rs-relay speaks Nostr only; the relay alone is a Nostr baseline only.
+      [{ RELAY_IMPL: 'nostr-rs-relay', REQUEST_TYPE: 'light' }, /nostr-rs-relay only speaks Nostr/],
+      [
+        { RATE_LIMITER_TYPE: 'relay-alone', REQUEST_TYPE: 'light' },
+        /relay-alone measures the Nostr relay by itself/,
+      ],
+    ];
+    for (const [settings, message] of refusals) {
+      const { status, output } = await runBenchmark({
+        ...settings,
+        DURATION: '2',
+        OUTPUT_FILE: file,
+      });
+      assert.equal(status, 1, output);
+      assert.match(output, message);
+      assert.equal(existsSync(file), false);
+    }
   });
 
   it('measures Nostr through iovalkey with new events, nothing refused', async () => {
-    const file = path.join(dir, 'nostr.json');
-    const { status, output } = await runBenchmark({
-      DURATION: '2',
-      WARMUP: '1',
+    const r = await measuredRun({
       CONNECTIONS: '8',
       REQUEST_TYPE: 'nostr',
       RATE_LIMITER_TYPE: 'iovalkey',
       FRESH_EVENTS_PER_SEC: '4000',
-      OUTPUT_FILE: file,
+      OUTPUT_FILE: path.join(dir, 'nostr.json'),
     });
-    assert.equal(status, 0, output);
-    const r = read(file);
-    assert.equal(r.status, 'ok', r.failureReasons.join('; '));
     assert.equal(r.counts!.limited429, 0);
     assert.equal(r.config.quota.points, 1_000_000);
     assert.equal(r.events!.duplicates, 0);
@@ -177,7 +139,7 @@ describe('run-benchmark.sh', { timeout: 300_000 }, () => {
       OUTPUT_FILE: file,
     });
     assert.equal(status, 2);
-    const r = read(file);
+    const r = readRunResult(file);
     assert.equal(r.status, 'failed');
     assert.ok(r.failureReasons.length > 0);
     assert.equal(r.counts, null);

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { finalizeEvent, generateSecretKey } from 'nostr-tools/pure';
@@ -78,12 +78,10 @@ export async function runVariant(
   watch: WatchedProcess[] = [],
 ) {
   const started: SluiceProcess[] = [];
-  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'sluice-adaptive-relay-'));
   try {
+    // A data directory of its own, removed when it stops.
     const relay = await startRelay({
       nodeId: 'relay-a',
-      dataDir,
-      fresh: true,
       drainBytesPerSec: opts.drainBytesPerSec,
       env,
     });
@@ -214,6 +212,5 @@ export async function runVariant(
     return { summary, samples, target, idle, quotaPerSec, counts, wallSeconds, processes };
   } finally {
     await Promise.allSettled(started.reverse().map((p) => p.stop()));
-    rmSync(dataDir, { recursive: true, force: true });
   }
 }

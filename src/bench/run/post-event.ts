@@ -3,18 +3,33 @@ import http from 'node:http';
 export interface PostAnswer {
   /** The HTTP status, 0 when no answer came (connection error or timeout). */
   status: number;
+  /** The answer's body, its first 4 KiB at most ('' when none came). */
   body: string;
+  /** Why no answer came. */
+  error?: string;
+  /**
+   * No answer came because a kept-alive socket reused for this request was reset (the race
+   * Node's documentation describes: the server closed it as it was reused). Nothing reached
+   * the server: the request may be tried once more on a new socket.
+   */
+  reusedSocketReset?: boolean;
+}
+
+export interface PostOptions {
+  /** A keep-alive agent to send through; by default a fresh connection per request. */
+  agent?: http.Agent;
+  timeoutMs?: number;
 }
 
 /**
- * POST one event body on a fresh connection from the loopback address `from` (the gateway
- * tells clients apart by address), with a deadline.
+ * POST one event body from the loopback address `from` (the gateway tells clients apart by
+ * address), with a deadline.
  */
 export function postEvent(
   url: string,
   body: string,
   from: string,
-  timeoutMs = 10_000,
+  { agent, timeoutMs = 10_000 }: PostOptions = {},
 ): Promise<PostAnswer> {
   return new Promise((resolve) => {
     const req = http.request(
@@ -23,7 +38,7 @@ export function postEvent(
         method: 'POST',
         headers: { 'content-type': 'application/json' },
         localAddress: from,
-        agent: false,
+        agent: agent ?? false,
         timeout: timeoutMs,
       },
       (res) => {
@@ -34,11 +49,18 @@ export function postEvent(
           if (text.length < 4096) text += chunk;
         });
         res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
-        res.on('error', () => resolve({ status: 0, body: '' }));
+        res.on('error', (err) => resolve({ status: 0, body: '', error: err.message }));
       },
     );
     req.on('timeout', () => req.destroy(new Error('timeout')));
-    req.on('error', () => resolve({ status: 0, body: '' }));
+    req.on('error', (err: NodeJS.ErrnoException) =>
+      resolve({
+        status: 0,
+        body: '',
+        error: err.message,
+        reusedSocketReset: req.reusedSocket && err.code === 'ECONNRESET',
+      }),
+    );
     req.end(body);
   });
 }

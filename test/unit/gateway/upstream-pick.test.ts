@@ -13,12 +13,7 @@ import { UpstreamPool, pickByHeadroom } from '../../../src/gateway/upstreams.js'
 import type { Headroom } from '../../../src/gateway/upstreams.js';
 import { clientKey } from '../../../src/store/keys.js';
 import { seededRandom } from '../../../src/util/random.js';
-
-const seedFromEnv = Number(process.env.SLUICE_PROPERTY_SEED);
-const params = (numRuns: number): fc.Parameters<unknown> => ({
-  numRuns,
-  ...(Number.isFinite(seedFromEnv) ? { seed: seedFromEnv } : {}),
-});
+import { propertyParams } from '../../helpers/property-params.js';
 
 const quiet = { info: () => undefined, warn: () => undefined };
 const health = { path: '/healthz', intervalMs: 1000, timeoutMs: 500, failuresToDown: 2 };
@@ -138,7 +133,7 @@ describe('headroom routing (power of two choices by multiplier)', { timeout: 30_
           assert.ok(Math.abs(shares[i]! - (2 * below + ties) / pairs) < 1e-9, `n${i}'s share`);
         }
       }),
-      params(300),
+      propertyParams(300),
     );
   });
 

@@ -15,12 +15,8 @@ import {
   troubledNodes,
 } from '../../../src/gateway/ws-drain.js';
 import type { Drainable } from '../../../src/gateway/ws-drain.js';
-
-const seedFromEnv = Number(process.env.SLUICE_PROPERTY_SEED);
-const params = (numRuns: number): fc.Parameters<unknown> => ({
-  numRuns,
-  ...(Number.isFinite(seedFromEnv) ? { seed: seedFromEnv } : {}),
-});
+import { maxInAnySecond } from '../../helpers/rates.js';
+import { propertyParams } from '../../helpers/property-params.js';
 
 const SETTINGS = {
   enabled: true,
@@ -46,17 +42,6 @@ class FakeConnection implements Drainable {
     assert.ok(Buffer.byteLength(reason) <= 123, 'a close reason ws accepts');
     this.leftAt = this.clock.t;
   }
-}
-
-/** The most moves within any one second (a window [t, t + 1000)). */
-function maxInAnySecond(times: number[]): number {
-  const sorted = [...times].sort((a, b) => a - b);
-  let best = 0;
-  for (let i = 0, j = 0; i < sorted.length; i++) {
-    while (sorted[i]! - sorted[j]! >= 1000) j++;
-    best = Math.max(best, i - j + 1);
-  }
-  return best;
 }
 
 describe('drain: nodes in trouble', { timeout: 10_000 }, () => {
@@ -133,7 +118,7 @@ describe('drain: pacing on an injected clock', { timeout: 30_000 }, () => {
           if (clock.t >= 2000) assert.ok(times.length > 0, 'something moved');
         },
       ),
-      params(300),
+      propertyParams(300),
     );
   });
 

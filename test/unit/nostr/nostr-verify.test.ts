@@ -16,12 +16,7 @@ import {
   signatureVerifier,
   verifySignature,
 } from '../../../src/nostr/verify.js';
-
-const seedFromEnv = Number(process.env.SLUICE_PROPERTY_SEED);
-const params = (numRuns: number): fc.Parameters<unknown> => ({
-  numRuns,
-  ...(Number.isFinite(seedFromEnv) ? { seed: seedFromEnv } : {}),
-});
+import { propertyParams } from '../../helpers/property-params.js';
 
 const KEYS = Array.from({ length: 4 }, () => generateSecretKey());
 
@@ -139,7 +134,7 @@ describe('event verification', { timeout: 120_000 }, () => {
         // An oversized signature must not have overwritten the verifier's state.
         assert.equal(verifySignature(VALID), true);
       }),
-      params(500),
+      propertyParams(500),
     );
   });
 
@@ -184,7 +179,7 @@ describe('event verification', { timeout: 120_000 }, () => {
         if (how === 'none') assert.equal(wasm, true);
         if (wasm) valid++;
       }),
-      params(300),
+      propertyParams(300),
     );
     assert.ok(valid > 50, `only ${valid} generated events were valid`);
   });

@@ -2,12 +2,15 @@
  * The open-loop generator: it keeps the offered rate, and a stalled server's queueing shows
  * in its latency (measured from each request's intended send time), where a closed loop
  * would stop sending and hide it.
+ *
+ * Real sockets and the wall clock (the rates are per real second): it runs with the
+ * integration files, one at a time, not beside another unit file competing for the CPU.
  */
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, describe, it } from 'node:test';
-import { runArrivalLoad } from '../../../src/bench/run/arrival-load.js';
+import { runArrivalLoad } from '../../src/bench/run/arrival-load.js';
 
 const servers: http.Server[] = [];
 
