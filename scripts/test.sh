@@ -99,7 +99,9 @@ node_test_files() {
 
 # Node test files, run under the suite's bounds (one at a time unless node_concurrency is
 # set for the call): --test-force-exit ends a file
-# once its tests are done, whatever handles it left open, and --test-timeout bounds each file
+# once its tests are done, whatever handles it left open (unless node_force_exit=0 for the
+# call: the unit suite leaves none, and the flag can drop a file's last results, nodejs/node
+# #64833), and --test-timeout bounds each file
 # (and each test that sets no bound of its own; the suites do). The counts are read from the
 # spec reporter's own summary on stdout (a file reporter's stream is not flushed when
 # --test-force-exit ends the runner) and added to node_pass and node_fail.
@@ -108,12 +110,14 @@ node_fail=0
 node_counts_unknown=
 node_suite() {
   local name=$1 seconds=$2 spec="$REPORTS/node-$1.spec" rc pass fail
+  local force_exit_flag=--test-force-exit
+  [ "${node_force_exit:-1}" = 1 ] || force_exit_flag=
   shift 2
   [ "$#" -gt 0 ] || return 0 # node --test without files would look for its own
   rm -f "$spec" # never count an earlier run's report
   set +e
   bounded "$seconds" \
-    node --test --test-concurrency="${node_concurrency:-1}" --test-force-exit \
+    node --test --test-concurrency="${node_concurrency:-1}" ${force_exit_flag} \
     --test-timeout="$NODE_FILE_TIMEOUT_MS" --test-reporter=spec --test-reporter-destination=stdout \
     "$@" | tee "$spec"
   rc=${PIPESTATUS[0]}
@@ -156,7 +160,7 @@ mkdir -p "$REPORTS"
 say "Node unit tests"
 mapfile -t unit_files < <(node_test_files unit)
 if [ "${#unit_files[@]}" -gt 0 ]; then
-  if ! SLUICE_TEST_STANDALONE='' SLUICE_TEST_CLUSTER='' node_concurrency="$UNIT_CONCURRENCY" \
+  if ! SLUICE_TEST_STANDALONE='' SLUICE_TEST_CLUSTER='' node_concurrency="$UNIT_CONCURRENCY" node_force_exit=0 \
     node_suite unit "$UNIT_SUITE_TIMEOUT_SEC" "${unit_files[@]}"; then
     failed+=(unit)
     say "the unit suite failed: the Valkey-dependent suites are not run"
