@@ -241,11 +241,17 @@ describe(
         await request(`${gw!.url}/events`, { method: 'POST', body: '{}' }).catch(() => undefined);
       }
       await request(`${gw!.url}/events?limit=1`).catch(() => undefined);
-      const ws = new WebSocket(gw!.url.replace(/^http/, 'ws'));
-      await new Promise((resolve, reject) => {
-        ws.once('open', resolve);
-        ws.once('error', reject);
-      });
+      // Round-robin may pick the broken node for the upgrade (a 502) until its health check
+      // takes it out: the next pick is the other node.
+      let ws: WebSocket | undefined;
+      for (let attempt = 1; !ws; attempt++) {
+        const socket = new WebSocket(gw!.url.replace(/^http/, 'ws'));
+        const opened = await new Promise<boolean>((resolve, reject) => {
+          socket.once('open', () => resolve(true));
+          socket.once('error', (err) => (attempt < 4 ? resolve(false) : reject(err)));
+        });
+        if (opened) ws = socket;
+      }
       ws.send(JSON.stringify(['REQ', 'sub', { limit: 1 }]));
 
       const queries = dashboardQueries();
