@@ -91,18 +91,16 @@ export class ProxiedConnection implements Drainable {
     client.on('message', (data, isBinary) => this.enqueue(data, isBinary));
     upstream.on('message', (data, isBinary) => {
       const { session } = this.facts;
-      let pass = true;
+      let actions: SessionAction[] = [];
       if (!isBinary && (session.following || this.inFlight > 0)) {
         const buf = toBuffer(data);
         if (this.inFlight > 0 && OK_START.test(buf.toString('latin1', 0, 16))) this.inFlight--;
-        for (const action of session.relay(buf)) {
-          if (action.type === 'withhold') pass = false;
-          else this.act(action);
-        }
-        if (this.lingering && session.awaitingCount === 0)
-          this.closeUpstream(1000, 'client closed');
+        actions = session.relay(buf);
       }
-      if (pass) this.toClient(data, isBinary);
+      // The message reaches the client before what it causes (an OK before the close it ends in).
+      if (!actions.some((a) => a.type === 'withhold')) this.toClient(data, isBinary);
+      for (const action of actions) if (action.type !== 'withhold') this.act(action);
+      if (this.lingering && session.awaitingCount === 0) this.closeUpstream(1000, 'client closed');
       if (this.leavingAs) this.leaveIfSettled();
     });
     client.on('close', (code) =>

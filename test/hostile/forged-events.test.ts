@@ -6,12 +6,13 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { finalizeEvent, generateSecretKey } from 'nostr-tools/pure';
+import { finalizeEvent, generateSecretKey, getEventHash, getPublicKey } from 'nostr-tools/pure';
 import type { Event } from 'nostr-tools/pure';
 import { NostrClient, admin, metricValue, startGateway } from '../helpers/gateway.js';
 import type { GatewayUnderTest } from '../helpers/gateway.js';
 import { startRelay } from '../helpers/processes.js';
 import type { RelayProcess } from '../helpers/processes.js';
+import { RawNostr } from '../helpers/raw-nostr.js';
 
 const LIMIT = 10;
 
@@ -104,6 +105,57 @@ describe('events that do not verify', { timeout: 90_000 }, () => {
     );
     honest.send(['EVENT', ok]);
     await honest.until((m) => m.some((x) => x[0] === 'OK' && x[1] === ok.id && x[2] === true));
+  });
+
+  it("forgeries in a known author's name go to the relay on their hash: the author is refunded, the forger closed", async () => {
+    // The victim writes once: this gateway now knows it has room, so events in its name are
+    // charged to it on their hash alone, and the relay verifies them.
+    const sk = generateSecretKey();
+    const victimKey = getPublicKey(sk);
+    const victim = await NostrClient.connect(cutOff.url, '127.0.11.5');
+    clients.push(victim);
+    const sign = (n: number) =>
+      finalizeEvent(
+        { kind: 1, created_at: Math.floor(Date.now() / 1000), tags: [], content: `mine ${n}` },
+        sk,
+      );
+    const first = sign(0);
+    victim.send(['EVENT', first]);
+    await victim.until((m) => m.some((x) => x[0] === 'OK' && x[1] === first.id));
+    // Its id is the hash of its content and its pubkey the victim's; the signature is not.
+    const inVictimsName = (n: number): Event => {
+      const body = {
+        kind: 1,
+        created_at: Math.floor(Date.now() / 1000),
+        tags: [],
+        content: `not mine ${n}`,
+        pubkey: victimKey,
+      };
+      return { ...body, id: getEventHash(body), sig: forged(n).sig };
+    };
+    const attacker = await RawNostr.open(cutOff.url, '127.0.11.6');
+    const gone = new Promise<void>((resolve) => attacker.socket.once('close', () => resolve()));
+    for (let i = 0; i < 5; i++) attacker.send(['EVENT', inVictimsName(i)]);
+    await gone;
+    const oks = attacker.received.filter((m) => m[0] === 'OK');
+    assert.equal(oks.length, 5, `each answered: ${JSON.stringify(attacker.received)}`);
+    assert.ok(oks.every((ok) => ok[2] === false && /^invalid:/.test(String(ok[3]))));
+    const notice = attacker.received.find((m) => m[0] === 'NOTICE');
+    assert.match(String(notice?.[1]), /^restricted: too many events that do not verify/);
+    // Every forgery's charge went back: the victim pays for its one event, and writes on.
+    const deadline = Date.now() + 10_000;
+    let consumed = -1;
+    while (Date.now() < deadline) {
+      const usage = await admin(cutOff, 'GET', `/admin/clients/pk:${victimKey}`);
+      consumed = (JSON.parse(usage.body) as { write: { consumed: number } }).write.consumed;
+      if (consumed === 1) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.equal(consumed, 1, "the victim's counter holds its own event only");
+    const next = sign(1);
+    victim.send(['EVENT', next]);
+    await victim.until((m) => m.some((x) => x[0] === 'OK' && x[1] === next.id));
+    assert.equal(victim.oks().find((ok) => ok[1] === next.id)?.[2], true, 'the victim is served');
   });
 
   it('closes a connection (1008, with a NOTICE) after the configured number of forgeries', async () => {
