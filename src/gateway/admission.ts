@@ -477,6 +477,16 @@ export class Admission {
     if (mode !== 'off' && this.liftable(conn, event)) {
       return this.liftedEvent(conn, event, judged.forged, cost, bytes);
     }
+    // An author with room, of an event whose id is its content's hash: see hashedEvent.
+    const author = mode === 'gateway' ? this.author(event.pubkey) : undefined;
+    if (
+      author &&
+      !judged.forged &&
+      this.onHash(author, cost) &&
+      (judged.hashed || eventIdMatches(event))
+    ) {
+      return this.hashedEvent(conn, event, author, cost, bytes);
+    }
     const refusedSender = await this.chargeSenders(conn, 'write', cost);
     const withinBudget = () => this.forwardWithinBudget(conn, event, cost, bytes, {});
     if (judged.forged) {
@@ -494,15 +504,12 @@ export class Admission {
       return withinBudget();
     }
     if (mode === 'off' && nostr.verify !== 'always') return withinBudget();
-    const author = this.author(event.pubkey);
-    if (mode === 'gateway' && this.onHash(author, cost)) {
-      return this.hashedEvent(conn, event, judged.hashed, author, cost, bytes);
-    }
     if (!verifySignature(event)) {
       return this.doesNotVerify(conn, notOk('invalid: event id or signature does not verify'));
     }
     if (mode === 'off') return withinBudget();
     if ((await this.seen(event.id)) === true) return duplicateOf(event.id, ctx);
+    if (!author) return withinBudget();
     const decision = await this.chargeDecision(author, conn, 'write', cost);
     this.headroom.learn(author.key, decision);
     if (decision && !decision.admitted) return notOk(nostrRejection(decision));
@@ -539,7 +546,6 @@ export class Admission {
   private async hashedEvent(
     conn: ConnectionFacts,
     event: Event,
-    hashed: boolean,
     author: Identity,
     cost: number,
     bytes: number,
@@ -548,14 +554,22 @@ export class Admission {
       forward: false,
       reply: ['OK', event.id, false, message],
     });
-    // The relay's answer must prove this pubkey: the id is the hash of this content.
-    if (!hashed && !eventIdMatches(event)) {
-      return this.doesNotVerify(conn, notOk('invalid: event id does not match its content'));
-    }
     // A replay of what a relay accepted through this process: answered here, its author spared.
-    if (this.accepted.has(event.id)) return duplicateOf(event.id, this.ctx);
-    const decision = await this.chargeDecision(author, conn, 'write', cost);
+    if (this.accepted.has(event.id)) {
+      const refused = await this.chargeSenders(conn, 'write', cost);
+      return refused === undefined ? duplicateOf(event.id, this.ctx) : notOk(refused);
+    }
+    // Sender and author in one turn (their commands leave in one write): a refused sender
+    // gives the author's charge back, as if it had never been asked.
+    const [refusedSender, decision] = await Promise.all([
+      this.chargeSenders(conn, 'write', cost),
+      this.chargeDecision(author, conn, 'write', cost),
+    ]);
     this.headroom.learn(author.key, decision);
+    if (refusedSender !== undefined) {
+      await this.refund(author, conn, cost, decision?.receipt);
+      return notOk(refusedSender);
+    }
     if (decision && !decision.admitted) {
       const forged = !verifySignature(event);
       if (forged || (await this.seen(event.id)) === true) {
