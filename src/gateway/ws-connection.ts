@@ -42,6 +42,9 @@ export function relayableCloseCode(code: number): number {
   return valid ? code : 1011;
 }
 
+/** What most relay messages (a subscription's events) ask of the session: nothing, unallocated. */
+const NO_ACTIONS: readonly SessionAction[] = [];
+
 /**
  * One client connection pinned to one relay node: the byte pump. Client frames are decided in
  * arrival order (a queue, so a REQ never overtakes the EVENT before it) by the admission
@@ -91,7 +94,7 @@ export class ProxiedConnection implements Drainable {
     client.on('message', (data, isBinary) => this.enqueue(data, isBinary));
     upstream.on('message', (data, isBinary) => {
       const { session } = this.facts;
-      let actions: SessionAction[] = [];
+      let actions: readonly SessionAction[] = NO_ACTIONS;
       if (!isBinary && (session.following || this.inFlight > 0)) {
         const buf = toBuffer(data);
         if (this.inFlight > 0 && OK_START.test(buf.toString('latin1', 0, 16))) this.inFlight--;
