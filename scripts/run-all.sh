@@ -22,8 +22,8 @@ usage: ./scripts/run-all.sh [options]        (no options on a terminal: a menu)
                           (default all: the three clients without leases, both topologies)
   --workload W            light | heavy | both | flood | nostr | adaptive | fleet | spike |
                           everything, or oom, or a comma list of them (default both); nostr
-                          holds its variants (nostr-sender-only, nostr-relay-verified, also
-                          named alone) and adaptive its laws (adaptive-none|pid|lead). fleet:
+                          holds its variants (nostr-sender-only, nostr-relay-verified,
+                          nostr-gateway-verified, nostr-at-limit, also named alone) and adaptive its laws (adaptive-none|pid|lead). fleet:
                           \`sluice bench fleet\` once (three relays, one degrades; sticky,
                           round-robin and headroom routing, 90 s each) through the first client
                           on standalone, into <results>/fleet/ (fleet-bench.json,

@@ -12,8 +12,9 @@ usage: [VAR=value ...] ./scripts/run-benchmark.sh
   DURATION           seconds measured (default 30)
   CONNECTIONS        concurrent connections (default 10)
   REQUEST_TYPE       a workload (below; nostr-sender-only: the sender charged only, no
-                     verification; nostr-relay-verified: authors charged on the relay's OK)
-                     (default light)
+                     verification; nostr-relay-verified: authors charged on the relay's OK;
+                     nostr-at-limit: every author sends past a quota of 10, and the run
+                     fails if any was stored past it) (default light)
   RATE_LIMITER_TYPE  an implementation (below), optionally with :cluster (default
                      valkey-glide); relay-alone is the load straight to the relay (nostr)
   RELAY_IMPL         a relay (below); nostr-rs-relay is nostr only, built from crates.io on

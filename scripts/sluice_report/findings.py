@@ -28,7 +28,7 @@ class Finding:
 
 TOPICS = (
     "Fastest client", "Cost of quotas", "Peer baseline", "Client settings", "Valkey round trips",
-    "Quota leases", "Rejection path", "Adaptive scenario", "Variance", "Failed runs",
+    "Quota leases", "Limits held", "Rejection path", "Adaptive scenario", "Variance", "Failed runs",
     "Data quality",
 )
 
@@ -252,6 +252,30 @@ def lease_accounting(configs: list[Config]) -> list[Finding]:
     return [Finding("Quota leases", text)]
 
 
+def limits_held(runs: list[Run]) -> list[Finding]:
+    """Runs whose authors sent past their quota (nostr-at-limit): anything stored past a limit
+    is a fault, failed runs included; a run that brought no author to its limit shows nothing."""
+    checked = [r for r in runs if r.past_limit]
+    if not checked:
+        return []
+    over = [r for r in checked
+            if r.past_limit["authorsOverAdmitted"] or r.past_limit["senderOverAdmitted"]]
+    if over:
+        parts = [f"{r.implementation}:{r.mode} run {r.run}: "
+                 f"{r.past_limit['authorsOverAdmitted']:,} past an author's limit, "
+                 f"{r.past_limit['senderOverAdmitted']:,} past the sender's" for r in over]
+        return [Finding("Limits held", (
+            f"⚠ Over-admission: {fmt.plural(len(over), 'run')} stored events past a limit, "
+            f"which must never happen: {'; '.join(parts)}."))]
+    at_limit = sum(r.past_limit["authorsAtLimit"] for r in checked)
+    authors = sum(r.past_limit["authors"] for r in checked)
+    limit = checked[0].past_limit["authorLimit"]
+    return [Finding("Limits held", (
+        f"No author or sender was admitted past its limit in {fmt.plural(len(checked), 'run')} "
+        f"whose authors all sent past their quota ({limit} events each): {at_limit:,} of "
+        f"{authors:,} authors were stored exactly up to it, none beyond."))]
+
+
 def lease_round_trips(configs: list[Config]) -> list[Finding]:
     """Per scenario, each +lease client's round trips per response against its plain client's."""
     out = []
@@ -439,6 +463,7 @@ def key_findings(configs: list[Config], runs: list[Run], unreadable: list,
         *client_settings(settings or []),
         *valkey_round_trips(configs),
         *lease_accounting(configs),
+        *limits_held(runs),
         *lease_round_trips(configs),
         *rejection(configs),
         *adaptive(configs),

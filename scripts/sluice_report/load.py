@@ -87,6 +87,8 @@ class Run:
     valkey_commands = property(lambda self: (self.data["valkey"] or {}).get("commands", {}))
     # +lease runs: the gateway's lease accounting (leased, spent, ..., overAdmitted, unspent).
     leases = property(lambda self: self.data.get("leases"))
+    # nostr-at-limit runs: events stored against the authors' and the sender's limits.
+    past_limit = property(lambda self: self.data.get("pastLimit"))
 
     @property
     def latency(self) -> dict[str, Optional[float]]:

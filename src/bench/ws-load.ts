@@ -58,6 +58,8 @@ export interface NostrLoadResult {
   latencyMs: LatencySummary | null;
   /** `fresh` ran out before the end: some connections had nothing left to send. */
   exhausted: boolean;
+  /** With `fresh`: the index of each event answered OK true other than duplicate (stored). */
+  stored: number[];
 }
 
 /** How long after the window outstanding OKs are awaited. */
@@ -111,6 +113,7 @@ export async function runNostrLoad(opts: NostrLoadOptions): Promise<NostrLoadRes
     timeouts: 0,
   };
   const latencies: number[] = [];
+  const stored: number[] = [];
   let sending = false;
   let finished = false;
   /** Resolved whenever a connection has nothing in flight any more (for the grace wait). */
@@ -119,7 +122,7 @@ export async function runNostrLoad(opts: NostrLoadOptions): Promise<NostrLoadRes
   interface Conn {
     ws: WebSocket;
     next: number;
-    inFlight?: { id: string; sentAt: number };
+    inFlight?: { id: string; sentAt: number; index: number };
     dead: boolean;
   }
 
@@ -138,12 +141,14 @@ export async function runNostrLoad(opts: NostrLoadOptions): Promise<NostrLoadRes
     if (!sending || conn.dead || conn.ws.readyState !== WebSocket.OPEN) return;
     let id: string;
     let frame: string;
+    let index = -1;
     if (fresh) {
       if (fresh.next >= fresh.ids.length) {
         exhausted = true;
         return;
       }
       const i = fresh.next++;
+      index = i;
       id = fresh.ids[i]!;
       frame = `["EVENT",${fresh.events[i]!}]`;
     } else {
@@ -152,7 +157,7 @@ export async function runNostrLoad(opts: NostrLoadOptions): Promise<NostrLoadRes
       id = ids[i]!;
       frame = frames[i]!;
     }
-    conn.inFlight = { id, sentAt: performance.now() };
+    conn.inFlight = { id, sentAt: performance.now(), index };
     conn.ws.send(frame, (err) => {
       if (err) fail(conn);
     });
@@ -178,6 +183,7 @@ export async function runNostrLoad(opts: NostrLoadOptions): Promise<NostrLoadRes
     if (msg[2] === true) {
       counts.ok++;
       if (typeof msg[3] === 'string' && msg[3].startsWith('duplicate:')) counts.duplicates++;
+      else if (pending.index >= 0) stored.push(pending.index);
     } else if (typeof msg[3] === 'string' && msg[3].startsWith('rate-limited:')) counts.limited++;
     else counts.otherRejected++;
     if (sending) sendNext(conn);
@@ -248,7 +254,7 @@ export async function runNostrLoad(opts: NostrLoadOptions): Promise<NostrLoadRes
   finished = true;
 
   await Promise.all(conns.map(closeQuietly));
-  return { wallSeconds, counts, latencyMs: percentiles(latencies), exhausted };
+  return { wallSeconds, counts, latencyMs: percentiles(latencies), exhausted, stored };
 }
 
 /** Close with 1000 and wait for the close handshake, briefly; then drop the socket. */

@@ -129,7 +129,8 @@ export function registerBenchRun(bench: Command): void {
         '--nostr-identity <who>',
         'nostr: pubkey (authors charged, as configured by default), gateway-verified (every ' +
           "signature verified first, nostr.verify always), relay-verified (authors charged on the relay's OK, " +
-          'nostr.verify relay) or ip (the sender only: no verification); default: as --workload names it (nostr: pubkey)',
+          'nostr.verify relay), ip (the sender only: no verification) or pubkey-at-limit (as pubkey, ' +
+          'every author sending past a quota of 10); default: as --workload names it (nostr: pubkey)',
       ).choices([...NOSTR_IDENTITIES]),
     )
     .option('--workers <n>', 'gateway processes sharing the port (node:cluster)', positiveInt, 1)

@@ -130,6 +130,30 @@ describe('run-benchmark.sh', { timeout: 300_000 }, () => {
     assert.ok((r.valkey!.commands.set ?? 0) >= r.counts!.requests, JSON.stringify(r.valkey));
   });
 
+  it('holds every author at its limit (nostr-at-limit): nothing stored past it, with and without leases', async () => {
+    for (const impl of ['iovalkey', 'iovalkey+lease', 'valkey-glide+lease:cluster']) {
+      const r = await measuredRun({
+        CONNECTIONS: '8',
+        DURATION: '3',
+        REQUEST_TYPE: 'nostr-at-limit',
+        RATE_LIMITER_TYPE: impl,
+        AUTHORS: '40',
+        FRESH_EVENTS_PER_SEC: '4000',
+        OUTPUT_FILE: path.join(dir, `at-limit-${impl.replace(/[+:]/g, '-')}.json`),
+      });
+      const p = r.pastLimit!;
+      assert.equal(p.authorLimit, 10, impl);
+      // Every author sent past its quota (about 2,000 events by 40 keys) and got exactly it.
+      assert.equal(p.authors, 40, impl);
+      assert.equal(p.authorsAtLimit, 40, `${impl}: ${JSON.stringify(p)}`);
+      assert.equal(p.maxStored, 10, impl);
+      assert.equal(p.authorsOverAdmitted, 0, impl);
+      assert.equal(p.senderOverAdmitted, 0, impl);
+      assert.ok(r.counts!.limited429 > r.counts!.ok2xx, `${impl}: ${JSON.stringify(r.counts)}`);
+      if (r.leases) assert.equal(r.leases.overAdmitted, 0, impl);
+    }
+  });
+
   it('marks a run failed, with the reason, when the relay it is given is gone', async () => {
     const file = path.join(dir, 'gone.json');
     const { status } = await runBenchmark({

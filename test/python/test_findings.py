@@ -180,3 +180,34 @@ def test_lease_round_trips_without_the_plain_client(tmp_path):
 def test_no_lease_finding_without_lease_runs(built_report):
     report, _, _ = built_report
     assert _texts(report, "Quota leases") == []
+
+
+def _at_limit_run(run: int, over: int = 0, status: str = "ok") -> dict:
+    """A nostr-at-limit run: 1,000 authors sent past a quota of 10, `over` stored past it."""
+    data = make_run("iovalkey", workload="nostr", run=run, runs=2, limited_share=0.5,
+                    status=status)
+    data["config"].update(nostrIdentity="pubkey-at-limit",
+                          freshEvents={"maxPerSec": 8000, "authors": 1000})
+    data["pastLimit"] = {"authorLimit": 10, "authors": 1000, "authorsAtLimit": 1000 - over,
+                         "maxStored": 11 if over else 10, "authorsOverAdmitted": over,
+                         "senderLimit": 1_000_000, "senderStored": 10_000 + over,
+                         "senderOverAdmitted": 0}
+    return data
+
+
+def test_limits_held_when_no_author_went_past_its_limit(tmp_path):
+    for run in (1, 2):
+        write_run(tmp_path, _at_limit_run(run))
+    (t,) = _texts(analyse(tmp_path), "Limits held")
+    assert t == ("No author or sender was admitted past its limit in 2 runs whose authors all "
+                 "sent past their quota (10 events each): 2,000 of 2,000 authors were stored "
+                 "exactly up to it, none beyond.")
+
+
+def test_an_event_stored_past_a_limit_is_a_red_flag_failed_runs_included(tmp_path):
+    write_run(tmp_path, _at_limit_run(1))
+    write_run(tmp_path, _at_limit_run(2, over=3, status="failed"))
+    (t,) = _texts(analyse(tmp_path), "Limits held")
+    assert t.startswith("⚠ Over-admission: 1 run stored events past a limit, which must never "
+                        "happen: iovalkey:standalone run 2: 3 past an author's limit, 0 past "
+                        "the sender's.")

@@ -31,9 +31,16 @@ type Identity = 'apiKey' | 'ip' | 'pubkey';
  * Whom a Nostr run charges besides the sender, and how: `pubkey`, the author, as by default
  * (nostr.verify auto); `gateway-verified`, the author after the gateway verified every event
  * (nostr.verify always); `relay-verified`, the author on the relay's OK (nostr.verify relay);
- * `ip`, the sender only.
+ * `ip`, the sender only; `pubkey-at-limit`, as `pubkey`, with every author sending past its
+ * quota (AT_LIMIT) and the run checking that none was admitted past it.
  */
-export const NOSTR_IDENTITIES = ['pubkey', 'gateway-verified', 'relay-verified', 'ip'] as const;
+export const NOSTR_IDENTITIES = [
+  'pubkey',
+  'gateway-verified',
+  'relay-verified',
+  'ip',
+  'pubkey-at-limit',
+] as const;
 export type NostrIdentity = (typeof NOSTR_IDENTITIES)[number];
 /** The adaptive benchmark's arms: no adaptation, then each control law of the registry. */
 export const ARMS = ['none', ...LAW_NAMES] as const;
@@ -79,7 +86,21 @@ export interface WorkloadSpec {
   nostrVerify?: 'relay' | 'always';
   /** Tiers by API key: the flooders' keys get a quota of one write an hour. */
   floodTiers?: true;
+  /**
+   * Nostr: authors get AT_LIMIT's quota and the sender (one API key) --quota-points; the run
+   * counts what each was admitted and fails past either limit (see admitted-past-limit.ts).
+   */
+  atLimit?: true;
 }
+
+/**
+ * The author quota of `nostr-at-limit`: far fewer events than each author sends in a run (at
+ * this machine's rates, 20-30 each by 1,000 authors), in a window longer than any run, so
+ * what an author is admitted over the run is what its one window admitted.
+ */
+export const AT_LIMIT = { points: 10, windowSec: 3600 } as const;
+/** The API key that sends every event of `nostr-at-limit` (its tier: --quota-points). */
+export const AT_LIMIT_SENDER_KEY = 'bench-at-limit-sender';
 
 const HTTP = { transport: 'http', relayWorkIterations: 0, identity: ['ip'] } as const;
 const BOTH_BASELINES = ['quotas-off', 'fastify-rate-limit'] as const;
@@ -162,6 +183,15 @@ export const WORKLOAD_SPECS = {
     firstClientOnly: true,
     identity: ['ip'],
     nostrIdentity: 'ip',
+  },
+  // The default configuration with every author past its quota, through every client: the
+  // run fails if any author, or the sender, was admitted past its limit.
+  'nostr-at-limit': {
+    ...NOSTR,
+    baselines: [],
+    identity: ['apiKey', 'pubkey', 'ip'],
+    nostrIdentity: 'pubkey-at-limit',
+    atLimit: true,
   },
   ...ADAPTIVE,
 } as const satisfies Record<string, WorkloadSpec>;

@@ -31,6 +31,11 @@ export function authorKey(seed: number, a: number): Uint8Array {
   return new Uint8Array(createHash('sha256').update(`sluice-bench-author-${seed}-${a}`).digest());
 }
 
+/** Which of `authors` keys signs event `i` of a session's fresh events. */
+export function authorOf(i: number, authors: number): number {
+  return i % authors;
+}
+
 /** A slice of fresh events, consumed in order by the load (`next` is the cursor). */
 export interface FreshEvents {
   ids: string[];

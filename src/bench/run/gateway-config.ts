@@ -1,7 +1,7 @@
 /** The gateway configuration a benchmark run uses: everything explicit, request logging off. */
 import type { NodeAddress } from '../../store/options.js';
 import type { RunConfig } from './config.js';
-import { leases, workloadOf, workloadSpec } from './config.js';
+import { AT_LIMIT, AT_LIMIT_SENDER_KEY, leases, workloadOf, workloadSpec } from './config.js';
 import { apiKeyOf, isFlooder } from './keys.js';
 
 export const BENCH_ADMIN_TOKEN = 'bench-admin-token-0123456789';
@@ -24,7 +24,9 @@ export function benchGatewayConfig(
           isFlooder(i, cfg.keys, cfg.floodShare ?? 0) ? 'flood' : 'default',
         ]),
       )
-    : {};
+    : spec.atLimit
+      ? { [AT_LIMIT_SENDER_KEY]: 'sender' }
+      : {};
   return {
     listen: { host: '127.0.0.1', port: 0 },
     admin: { host: '127.0.0.1', port: 0, token: BENCH_ADMIN_TOKEN },
@@ -55,7 +57,9 @@ export function benchGatewayConfig(
       keyPrefix: `bench-${Date.now().toString(36)}-${cfg.run}`,
       inMemoryBlock: cfg.inMemoryBlock,
       tiers: {
-        default: { write: cfg.quota },
+        // nostr-at-limit: authors (the default tier) at AT_LIMIT, the sender at the run's quota.
+        default: { write: spec.atLimit ? AT_LIMIT : cfg.quota },
+        ...(spec.atLimit ? { sender: { write: cfg.quota } } : {}),
         // One write an hour: the harness spends it before the warm-up (see exhaustFlooders),
         // so every flooder is over its limit for the whole run.
         flood: { write: { points: 1, windowSec: 3600 } },

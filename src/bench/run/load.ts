@@ -8,6 +8,7 @@ import { runArrivalLoad } from './arrival-load.js';
 import { runHttpLoad } from './http-load.js';
 import type { LoadResult } from './http-load.js';
 import type { FreshEvents } from './fresh-events.js';
+import { authorOf } from './fresh-events.js';
 import { runNostrLoad } from '../ws-load.js';
 
 export interface Load {
@@ -17,6 +18,8 @@ export interface Load {
   readonly exhausted: boolean;
   /** Over every run so far: OKs that said duplicate (Nostr). */
   readonly duplicates: number;
+  /** Over every run so far: fresh events stored (OK true, not duplicate), by author (Nostr). */
+  readonly storedByAuthor: readonly number[];
 }
 
 export interface LoadTarget {
@@ -39,11 +42,14 @@ function roundAll<T extends object>(values: T): T {
 class NostrLoad implements Load {
   exhausted = false;
   duplicates = 0;
+  readonly storedByAuthor: number[];
 
   constructor(
     private readonly cfg: RunConfig,
     private readonly target: LoadTarget,
-  ) {}
+  ) {
+    this.storedByAuthor = new Array<number>(cfg.freshEvents?.authors ?? 0).fill(0);
+  }
 
   async run(seconds: number, onTick?: (elapsedSec: number) => void): Promise<LoadResult> {
     const fresh = this.target.fresh();
@@ -58,6 +64,8 @@ class NostrLoad implements Load {
     });
     this.exhausted ||= r.exhausted;
     this.duplicates += r.counts.duplicates;
+    const authors = this.storedByAuthor.length;
+    for (const i of r.stored) this.storedByAuthor[authorOf(i, authors)]!++;
     const { counts } = r;
     return {
       wallSeconds: r.wallSeconds,
@@ -79,6 +87,7 @@ class NostrLoad implements Load {
 class HttpLoad implements Load {
   readonly exhausted = false;
   readonly duplicates = 0;
+  readonly storedByAuthor = [];
 
   constructor(
     private readonly cfg: RunConfig,

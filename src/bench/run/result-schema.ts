@@ -156,6 +156,20 @@ export const RunFileSchema = z.strictObject({
     })
     .nullable()
     .optional(),
+  /** nostr-at-limit: what authors and the sender were admitted against their limits. */
+  pastLimit: z
+    .strictObject({
+      authorLimit: count,
+      authors: count,
+      authorsAtLimit: count,
+      maxStored: count,
+      authorsOverAdmitted: count,
+      senderLimit: count,
+      senderStored: count,
+      senderOverAdmitted: count,
+    })
+    .nullable()
+    .optional(),
 });
 
 export type RunFile = z.infer<typeof RunFileSchema>;

@@ -9,7 +9,8 @@ import path from 'node:path';
 import type { NodeAddress } from '../../store/options.js';
 import { spawnSluice, startGateway, startRelay } from '../../harness/processes.js';
 import type { SluiceProcess } from '../../harness/processes.js';
-import { leases } from './config.js';
+import { AT_LIMIT, AT_LIMIT_SENDER_KEY, leases, workloadOf, workloadSpec } from './config.js';
+import { admittedPastLimit, pastLimitFailures } from './admitted-past-limit.js';
 import type { RunConfig } from './config.js';
 import { fetchLeaseAccounting } from './lease-accounting.js';
 import { eventPool, preload } from './event-pool.js';
@@ -108,7 +109,7 @@ export function failureReasons(cfg: RunConfig, load: LoadResult): string[] {
   if (cfg.implementation === 'quotas-off' && c.limited429 > 0) {
     reasons.push(`${c.limited429} rate-limited answers with quotas off`);
   }
-  if (cfg.freshEvents && c.limited429 > 0) {
+  if (cfg.freshEvents && c.limited429 > 0 && !workloadSpec(workloadOf(cfg)).atLimit) {
     reasons.push(
       `${c.limited429} rate-limited answers: the Nostr throughput workload must not meet a quota ` +
         `(raise --quota-points, now ${cfg.quota.points} per ${cfg.quota.windowSec} s)`,
@@ -358,8 +359,11 @@ function clientHeaders(cfg: RunConfig): () => Record<string, string> {
   });
   return (): Record<string, string> => {
     const i = pick();
-    return cfg.workload === 'flood'
-      ? { 'x-api-key': apiKeyOf(i), 'x-forwarded-for': clientAddress(i) }
+    if (cfg.workload === 'flood') {
+      return { 'x-api-key': apiKeyOf(i), 'x-forwarded-for': clientAddress(i) };
+    }
+    return workloadSpec(workloadOf(cfg)).atLimit
+      ? { 'x-api-key': AT_LIMIT_SENDER_KEY, 'x-forwarded-for': clientAddress(i) }
       : { 'x-forwarded-for': clientAddress(i) };
   };
 }
@@ -418,6 +422,9 @@ function collect(
 ): RunResult {
   const { result } = measured;
   const arrival = 'load' in result ? (result as ArrivalLoadResult).load : null;
+  const pastLimit = workloadSpec(workloadOf(cfg)).atLimit
+    ? admittedPastLimit(load.storedByAuthor, AT_LIMIT.points, cfg.quota.points)
+    : null;
   const reasons = [
     ...failureReasons(cfg, result),
     ...(arrival?.unsent
@@ -426,6 +433,7 @@ function collect(
         ]
       : []),
     ...(budget?.failures(load.exhausted, load.duplicates) ?? []),
+    ...(pastLimit ? pastLimitFailures(pastLimit) : []),
   ];
   return {
     ...base,
@@ -444,5 +452,6 @@ function collect(
     valkey: measured.valkey,
     leases: measured.leases,
     events: budget?.summary(load.duplicates) ?? null,
+    pastLimit,
   };
 }

@@ -4,7 +4,7 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { initNostrWasm } from 'nostr-wasm';
-import { authorKey } from './fresh-events.js';
+import { authorKey, authorOf } from './fresh-events.js';
 import type { SignJob } from './fresh-events.js';
 
 const job = workerData as SignJob;
@@ -14,7 +14,7 @@ const filler = 'x'.repeat(job.fillerBytes);
 const ids: string[] = [];
 const events: string[] = [];
 for (let i = job.from; i < job.to; i++) {
-  const a = i % job.authors;
+  const a = authorOf(i, job.authors);
   let sk = keys.get(a);
   if (!sk) {
     sk = authorKey(job.seed, a);
