@@ -62,10 +62,20 @@ export type HttpVerdict =
       target: RequestTarget;
       /** RateLimit headers to add to the relay's answer. */
       headers: Record<string, string>;
-      /** Call when the relay accepted the request (a 2xx): an HTTP event's id is claimed. */
-      onAccepted?: () => void;
+      /**
+       * An HTTP event whose author was charged: call with the relay's answer (its status, and
+       * whether its body says `duplicate:`). A 2xx claims the id; a 4xx or a duplicate gives
+       * the author its points back (the relay stored nothing new).
+       */
+      onRelayAnswer?: (answer: RelayAnswer) => void;
     }
   | { action: 'answer'; problem: Problem; headers: Record<string, string> };
+
+/** What the relay answered an HTTP event: its status, and whether it had the event already. */
+export interface RelayAnswer {
+  status: number;
+  duplicate: boolean;
+}
 
 /** One client WebSocket: who it is (fixed at connect) and its Nostr session. */
 export interface ConnectionFacts {
@@ -293,7 +303,7 @@ export class Admission {
           : 'event id or signature does not verify',
       );
     }
-    let onAccepted: (() => void) | undefined;
+    let onRelayAnswer: ((answer: RelayAnswer) => void) | undefined;
     let authorDecision: QuotaDecision | undefined;
     // A replay of an event a relay accepted is the relay's to answer (duplicate): its author
     // does not pay again, its sender does (a lifted one too).
@@ -303,16 +313,24 @@ export class Admission {
       if (senderDecision && !senderDecision.admitted) return refused(senderDecision);
     }
     if (charged && !replay) {
-      authorDecision = await charge(this.author(event.pubkey));
+      const author = this.author(event.pubkey);
+      authorDecision = await charge(author);
       if (authorDecision && !authorDecision.admitted) return refused(authorDecision);
+      const receipt = authorDecision?.receipt;
       const claim = {
         type: 'claim',
         id: event.id,
         pubkey: event.pubkey,
         createdAt: event.created_at,
+        shared: true,
       } as const;
-      onAccepted = () => {
-        this.act(conn, claim).catch(() => undefined);
+      onRelayAnswer = ({ status, duplicate }) => {
+        const stored = status >= 200 && status < 300;
+        if (stored) this.act(conn, claim).catch(() => undefined);
+        // Refused (4xx) or had already: nothing new stored. A 5xx may have stored it: kept.
+        if (duplicate || (status >= 400 && status < 500)) {
+          this.refund(author, conn, judged.cost, receipt).catch(() => undefined);
+        }
       };
     }
     // The quota the answer's headers describe: the sender's, or a lifted event's author's.
@@ -330,7 +348,7 @@ export class Admission {
         ? answer(storeUnavailableProblem(), { 'retry-after': '1' })
         : answer(quotaProblem(nodeDecision), headers);
     }
-    return { action: 'forward', node, target, headers, onAccepted };
+    return { action: 'forward', node, target, headers, onRelayAnswer };
   }
 
   async frame(conn: ConnectionFacts, data: Buffer, isBinary: boolean): Promise<FrameVerdict> {
@@ -431,7 +449,7 @@ export class Admission {
         if (!windowSec) return;
         const ms = this.claimMs(windowSec, action.createdAt);
         this.accepted.set(action.id, true, { ttl: ms });
-        if (ctx.decider.storeDown) return;
+        if (!action.shared || ctx.decider.storeDown) return;
         try {
           await ctx.store.kv.claim(seenKey(ctx, action.id), '1', ms);
         } catch (err) {
@@ -621,12 +639,21 @@ export class Admission {
     const others = this.senders(conn).filter((identity) => identity.source !== 'ip');
     const refusedSender = await this.chargeEach(others, conn, 'write', cost);
     if (refusedSender !== undefined) return notOk(refusedSender);
-    const refusedAuthor =
-      mode === 'relay'
-        ? this.authorKnownOverLimit(conn, event.pubkey)
-        : await this.charge(this.author(event.pubkey), conn, 'write', cost);
-    if (refusedAuthor !== undefined) return notOk(refusedAuthor);
-    return this.forwardWithinBudget(conn, event, cost, bytes, { lifted: true });
+    if (mode === 'relay') {
+      const refusedAuthor = this.authorKnownOverLimit(conn, event.pubkey);
+      if (refusedAuthor !== undefined) return notOk(refusedAuthor);
+      return this.forwardWithinBudget(conn, event, cost, bytes, { lifted: true });
+    }
+    // The author's receipt goes with it: a replay the relay answers `duplicate:` (one no
+    // gateway claimed) is given back to the author, and charged to the address.
+    const author = this.author(event.pubkey);
+    const decision = await this.chargeDecision(author, conn, 'write', cost);
+    if (decision && !decision.admitted) return notOk(nostrRejection(decision));
+    return this.forwardWithinBudget(conn, event, cost, bytes, {
+      lifted: true,
+      receipt: decision?.receipt,
+      author,
+    });
   }
 
   /**

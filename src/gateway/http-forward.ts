@@ -2,6 +2,7 @@ import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Problem } from '../quota/responses.js';
+import type { RelayAnswer } from './admission.js';
 import type { GatewayContext } from './context.js';
 import type { RequestTarget } from './request-target.js';
 import { CLIENT_GONE, blameOf, clientError } from './upstream-io.js';
@@ -12,6 +13,37 @@ export interface ForwardRoute {
   node: UpstreamState;
   target: RequestTarget;
   headers: Record<string, string>;
+  /** Told the relay's answer before the client gets it (an HTTP event: see Admission). */
+  onRelayAnswer?: (answer: RelayAnswer) => void;
+}
+
+/**
+ * The largest relay answer read whole to see whether it says `duplicate:`; a longer one (or
+ * one of unknown length) is streamed as is and taken as not a duplicate. A relay's answer to
+ * one event is a short JSON object.
+ */
+export const MAX_INSPECTED_ANSWER_BYTES = 64 * 1024;
+
+/**
+ * Whether a relay's answer to an HTTP event says it had the event already: a JSON object whose
+ * `message` starts with `duplicate:` (the reference relay's), or a NIP-01 OK array whose
+ * message does.
+ */
+export function answerSaysDuplicate(body: Buffer): boolean {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body.toString('utf8'));
+  } catch {
+    return false;
+  }
+  let message: unknown;
+  if (Array.isArray(parsed)) {
+    const ok = parsed as unknown[];
+    if (ok[0] === 'OK') message = ok[3];
+  } else if (typeof parsed === 'object' && parsed !== null) {
+    message = (parsed as { message?: unknown }).message;
+  }
+  return typeof message === 'string' && message.startsWith('duplicate:');
 }
 
 /**
@@ -159,6 +191,9 @@ export function forwardToRelay(
       rewriteRequestHeaders: (_req, headers) => relayRequestHeaders(ctx, request.raw, headers),
       rewriteHeaders: (headers) => clientResponseHeaders(headers, route.headers),
       onError: (rep, { error }) => answerForwardError(ctx, rep as FastifyReply, node, error),
+      ...(route.onRelayAnswer
+        ? { onResponse: inspected(ctx, node, route.onRelayAnswer) as never }
+        : {}),
     });
   } catch (err) {
     // reply-from refuses some requests itself (a "/.." segment once decoded): the client's doing.
@@ -170,6 +205,46 @@ export function forwardToRelay(
       detail: 'the request cannot be forwarded as sent',
     });
   }
+}
+
+/**
+ * reply-from's onResponse for an HTTP event: the relay's answer read whole (when short: see
+ * MAX_INSPECTED_ANSWER_BYTES) and told to `onRelayAnswer`, then sent as it came.
+ */
+function inspected(
+  ctx: GatewayContext,
+  node: UpstreamState,
+  onRelayAnswer: (answer: RelayAnswer) => void,
+) {
+  return (
+    _request: FastifyRequest,
+    reply: FastifyReply,
+    res: { statusCode: number; headers: IncomingHttpHeaders; stream: Readable },
+  ): void => {
+    const length = Number(res.headers['content-length']);
+    if (!(length <= MAX_INSPECTED_ANSWER_BYTES)) {
+      onRelayAnswer({ status: res.statusCode, duplicate: false });
+      reply.send(res.stream);
+      return;
+    }
+    readWhole(res.stream).then(
+      (body) => {
+        onRelayAnswer({ status: res.statusCode, duplicate: answerSaysDuplicate(body) });
+        reply.send(body);
+      },
+      (err: unknown) => {
+        // The relay failed mid-answer: its own headers (their length) no longer describe one.
+        reply.removeHeader('content-length');
+        answerForwardError(ctx, reply, node, err instanceof Error ? err : new Error(String(err)));
+      },
+    );
+  };
+}
+
+async function readWhole(stream: Readable): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of stream) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks);
 }
 
 function answerForwardError(

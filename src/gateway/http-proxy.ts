@@ -67,12 +67,6 @@ export async function registerHttpProxy(app: FastifyInstance, ctx: GatewayContex
     if (eventBody !== undefined) {
       // The body was read here: the relay gets it from memory.
       request.body = Readable.from([eventBody]);
-      const { onAccepted } = verdict;
-      if (onAccepted) {
-        reply.raw.once('finish', () => {
-          if (reply.statusCode >= 200 && reply.statusCode < 300) onAccepted();
-        });
-      }
     }
     // NIP-11: the relay's document with the gateway's limits, admitted as any read.
     if (wantsRelayInfo(request.method, request.headers)) {

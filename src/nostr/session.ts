@@ -8,7 +8,10 @@
  * The rules it keeps, each a hole an earlier shape of this code had:
  * - State is keyed by what the gateway checked, and a later frame never rewrites an earlier
  *   one: the first frame for an event id stands, a second one while it is awaited is refused.
- * - Marks wait for the relay: a first-sight claim is made on its OK true, never before.
+ * - Marks wait for the relay: a first-sight claim is made on its OK true, never before; it is
+ *   shared (in Valkey) only for an event the gateway verified, its author near its limit or
+ *   unknown, where a replay must be answered from the claim. A replay of one charged on its
+ *   hash is charged again and given back on the relay's `duplicate:`.
  * - A key costs nothing to mint: one bound pubkey per connection, and it adds a charge (the
  *   caller charges the address as well), never replaces one.
  * - What the client closes is still settled: awaited events are charged on the relay's OK
@@ -72,9 +75,10 @@ export type SessionAction =
   | { type: 'charge-sender'; id: string; cost: number }
   /**
    * Mark `id` seen for its author's window (longer for an event dated ahead, see
-   * Admission.claimMs): the relay accepted this exact event.
+   * Admission.claimMs): the relay accepted this exact event. `shared`: in Valkey, for every
+   * gateway (the gateway verified it); else in this process's memory only.
    */
-  | { type: 'claim'; id: string; pubkey: string; createdAt: number }
+  | { type: 'claim'; id: string; pubkey: string; createdAt: number; shared: boolean }
   /** The relay refused the AUTH event that bound `pubkey`: it no longer identifies anyone. */
   | { type: 'unbind'; pubkey: string }
   /** Send the relay `["CLOSE", subId]`: the gateway no longer counts that subscription. */
@@ -367,7 +371,9 @@ export class NostrSession {
     const actions: SessionAction[] = refund;
     if (duplicate && awaited.lifted) actions.push({ type: 'charge-sender', id, cost });
     if (this.settings.author === 'gateway') {
-      actions.push({ type: 'claim', id, pubkey, createdAt: awaited.createdAt });
+      // Under `gateway`, an event is kept here only when it was forwarded unverified.
+      const shared = awaited.event === undefined;
+      actions.push({ type: 'claim', id, pubkey, createdAt: awaited.createdAt, shared });
     }
     // A duplicate's author was charged when the relay first stored it.
     else if (!duplicate) {

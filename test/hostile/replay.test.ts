@@ -91,6 +91,41 @@ describe('replayed events cost their author nothing', { timeout: 90_000 }, () =>
     assert.equal((JSON.parse(stored.body) as unknown[]).length, 1, 'the relay holds it once');
   });
 
+  it('a replay of an event charged on its hash (claimed nowhere) costs its author nothing either, over WebSocket or HTTP', async () => {
+    const victimSigns = signer();
+    const victim = await NostrClient.connect(gateways[0]!.url, '127.0.10.7');
+    const attacker = await NostrClient.connect(gateways[1]!.url, '127.0.10.8');
+    clients.push(victim, attacker);
+    // The first event of an unknown author is verified; with room left, the next go on
+    // their hash: the third is accepted without a claim in Valkey.
+    const own = [victimSigns(), victimSigns(), victimSigns()];
+    for (const e of own) {
+      victim.send(['EVENT', e]);
+      assert.equal((await okFor(victim, e.id))[2], true);
+    }
+    const stolen = own[2]!;
+    // Over POST /events first, through the gateway that never saw it (the relay's
+    // `duplicate:` gives the author its charge back, then the id is claimed) and the one that
+    // did; then over WebSocket.
+    for (const gw of [gateways[1]!, gateways[1]!, gateways[0]!]) {
+      const res = await request(`${gw.url}/events`, {
+        method: 'POST',
+        body: JSON.stringify(stolen),
+        from: '127.0.10.9',
+      });
+      assert.equal(res.status, 200, res.body);
+      assert.match(res.body, /duplicate:/);
+    }
+    for (let i = 0; i < 3; i++) attacker.send(['EVENT', stolen]);
+    await attacker.until((m) => m.filter((x) => x[0] === 'OK').length === 3);
+    for (const ok of attacker.oks()) assert.match(String(ok[3]), /^duplicate:/);
+    // Six replays, and the victim still has every point its own three events left it.
+    const fresh = Array.from({ length: LIMIT }, victimSigns);
+    for (const e of fresh) victim.send(['EVENT', e]);
+    const answers = await Promise.all(fresh.map((e) => okFor(victim, e.id)));
+    assert.equal(answers.filter((a) => a[2] === true).length, LIMIT - own.length);
+  });
+
   it('charges the replaying address: its own quota runs out, not the author', async () => {
     const victimSigns = signer();
     const victim = await NostrClient.connect(gateways[0]!.url, '127.0.10.5');

@@ -192,5 +192,34 @@ describe(
       for (const a of gone) await under.admission.act(conn, a);
       assert.equal(await paid(), 2);
     });
+
+    it('only a verified event is claimed for every gateway; one charged on its hash is remembered here', async () => {
+      const { under, send, relay, paid, genuine } = setUp();
+      const [verified, hashed] = [genuine(1), genuine(2)];
+      await send(verified); // unknown author: verified first
+      const first = await relay(['OK', verified.id, true, '']);
+      assert.deepEqual(
+        first.map((a) => (a.type === 'claim' ? `claim shared=${a.shared}` : a.type)),
+        ['claim shared=true'],
+      );
+      await send(hashed);
+      const second = await relay(['OK', hashed.id, true, '']);
+      assert.deepEqual(
+        second.map((a) => (a.type === 'claim' ? `claim shared=${a.shared}` : a.type)),
+        ['claim shared=false'],
+      );
+      // One claim in the store: the verified event's.
+      assert.deepEqual(
+        [...under.kv.keys.keys()],
+        [`${under.config.quotas.keyPrefix}:seen:{${verified.id}}`],
+      );
+      // A replay of either through this process is answered from memory, its author spared.
+      for (const e of [verified, hashed]) {
+        const again = await send(e);
+        assert.equal(again.forward, false);
+        assert.match(String(again.reply?.[3]), /^duplicate:/);
+      }
+      assert.equal(await paid(), 2);
+    });
   },
 );

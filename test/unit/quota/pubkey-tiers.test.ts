@@ -290,11 +290,18 @@ describe('charges of a key in a lifting tier (admission, in process)', { timeout
       const actions = conn.session.relay(Buffer.from(JSON.stringify(dup)));
       assert.deepEqual(
         actions.map((a) => a.type),
-        verify === 'relay' ? ['charge-sender'] : ['charge-sender', 'claim'],
+        verify === 'relay' ? ['charge-sender'] : ['refund-author', 'charge-sender', 'claim'],
       );
       for (const action of actions) await u.admission.act(conn, action);
-      // Under relay the author is charged on a fresh OK only: here, only the address pays.
+      // The replayer pays, the author does not: under relay it is charged on a fresh OK only,
+      // under auto its charge (made before forwarding) is given back.
       assert.deepEqual(charged(u), verify === 'relay' ? ['ip:192.0.2.7'] : [pk, 'ip:192.0.2.7']);
+      assert.deepEqual(
+        u.decider.refunds.map(
+          (c) => `${c.source}:${c.raw.length === 64 ? c.raw.slice(0, 8) : c.raw}`,
+        ),
+        verify === 'relay' ? [] : [pk],
+      );
     }
   });
 
