@@ -31,7 +31,7 @@ usage: [VAR=value ...] ./scripts/run-benchmark.sh
   QUOTA_POINTS, QUOTA_WINDOW_SEC   write quota per identity (default 6000 per 60 s;
                      nostr: 1000000, so that nothing is refused in a throughput run)
   FRESH_EVENTS_PER_SEC  nostr: upper rate the new events are signed for (default 8000)
-  AUTHORS            nostr: distinct keys signing the events (default 1000)
+  AUTHORS            nostr: distinct keys signing the events (default 1000; nostr-at-limit 100)
   IN_MEMORY_BLOCK    1 or 0 (default 1)
   WORK_ITERATIONS    relay CPU work per write (default 500 for heavy, else 0)
   SEED               seed of the event pool and the key draw (default 1)

@@ -272,7 +272,7 @@ def limits_held(runs: list[Run]) -> list[Finding]:
     limit = checked[0].past_limit["authorLimit"]
     return [Finding("Limits held", (
         f"No author or sender was admitted past its limit in {fmt.plural(len(checked), 'run')} "
-        f"whose authors all sent past their quota ({limit} events each): {at_limit:,} of "
+        f"of authors sending past their quota ({limit} events each): {at_limit:,} of "
         f"{authors:,} authors were stored exactly up to it, none beyond."))]
 
 

@@ -1,6 +1,6 @@
 import { Option } from 'commander';
 import type { Command } from 'commander';
-import { HEAVY_WORK_ITERATIONS, WORKLOADS } from '../bench/run/config.js';
+import { AT_LIMIT_AUTHORS, HEAVY_WORK_ITERATIONS, WORKLOADS } from '../bench/run/config.js';
 import type { NostrIdentity, RelayImpl, Workload } from '../bench/run/config.js';
 import { NOSTR_IDENTITIES } from '../bench/run/config.js';
 import { positiveInt, positiveNumber, relayImplOption, share } from './flags.js';
@@ -29,7 +29,7 @@ interface RunFlags {
   workers: number;
   rate?: number;
   freshEventsPerSec: number;
-  authors: number;
+  authors?: number;
   out?: string;
   outDir?: string;
 }
@@ -120,9 +120,8 @@ export function registerBenchRun(bench: Command): void {
     )
     .option(
       '--authors <n>',
-      'nostr: distinct keys signing the events',
+      `nostr: distinct keys signing the events (default ${FRESH_EVENT_AUTHORS}; nostr-at-limit ${AT_LIMIT_AUTHORS})`,
       positiveInt,
-      FRESH_EVENT_AUTHORS,
     )
     .addOption(
       new Option(
@@ -209,7 +208,12 @@ export function registerBenchRun(bench: Command): void {
         law: spec.law ?? null,
         seed: flags.seed,
         relayImpl,
-        freshEvents: nostr ? { maxPerSec: flags.freshEventsPerSec, authors: flags.authors } : null,
+        freshEvents: nostr
+          ? {
+              maxPerSec: flags.freshEventsPerSec,
+              authors: flags.authors ?? (spec.atLimit ? AT_LIMIT_AUTHORS : FRESH_EVENT_AUTHORS),
+            }
+          : null,
         nostrIdentity: nostr ? (flags.nostrIdentity ?? spec.nostrIdentity) : undefined,
         workers: flags.workers,
         rate: flags.rate ?? null,

@@ -199,8 +199,8 @@ def test_limits_held_when_no_author_went_past_its_limit(tmp_path):
     for run in (1, 2):
         write_run(tmp_path, _at_limit_run(run))
     (t,) = _texts(analyse(tmp_path), "Limits held")
-    assert t == ("No author or sender was admitted past its limit in 2 runs whose authors all "
-                 "sent past their quota (10 events each): 2,000 of 2,000 authors were stored "
+    assert t == ("No author or sender was admitted past its limit in 2 runs of authors sending "
+                 "past their quota (10 events each): 2,000 of 2,000 authors were stored "
                  "exactly up to it, none beyond.")
 
 
