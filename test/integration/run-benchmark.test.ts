@@ -27,6 +27,8 @@ describe('run-benchmark.sh', { timeout: 300_000 }, () => {
     assert.equal(r.config.keys, 500);
     const c = r.counts!;
     assert.ok(c.requests > 100, `only ${c.requests} requests`);
+    // The load generator's CPU, apart from the processes under test.
+    assert.ok(r.loadGenerator!.cpuMs > 0 && r.loadGenerator!.cpuMsPerRequest! > 0);
     assert.equal(c.requests, c.ok2xx + c.limited429 + c.otherNon2xx);
     assert.equal(c.limited429, 0, '500 identities at 100 writes/s each are never limited here');
     // Rates come from counts over the measured wall time, not from bytes.

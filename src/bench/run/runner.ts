@@ -267,6 +267,8 @@ interface Measured {
   processes: ReturnType<ProcessSampler['stop']>;
   valkey: RunResult['valkey'];
   leases: RunResult['leases'];
+  /** This process's CPU over the window, ms: the load generator's (never among `processes`). */
+  loadCpuMs: number;
 }
 
 /**
@@ -395,7 +397,9 @@ async function measure(cfg: RunConfig, system: SystemUnderTest, load: Load): Pro
   const sampler = new ProcessSampler(system.watched);
   sampler.start();
   const bar = progressBar(runLabel(cfg), cfg.durationSec);
+  const cpuBefore = process.cpuUsage();
   const result = await load.run(cfg.durationSec, (s) => bar.update(s));
+  const cpu = process.cpuUsage(cpuBefore);
   bar.done();
   const processes = sampler.stop();
   const after = before ? await commandCalls(nodes) : undefined;
@@ -408,6 +412,7 @@ async function measure(cfg: RunConfig, system: SystemUnderTest, load: Load): Pro
       leases(cfg.implementation) && front?.adminUrl
         ? await fetchLeaseAccounting(front.adminUrl)
         : null,
+    loadCpuMs: (cpu.user + cpu.system) / 1000,
   };
 }
 
@@ -453,5 +458,11 @@ function collect(
     leases: measured.leases,
     events: budget?.summary(load.duplicates) ?? null,
     pastLimit,
+    loadGenerator: {
+      cpuMs: Math.round(measured.loadCpuMs),
+      cpuMsPerRequest: result.counts.requests
+        ? Number((measured.loadCpuMs / result.counts.requests).toFixed(4))
+        : null,
+    },
   };
 }
