@@ -160,9 +160,7 @@ export const RunFileSchema = z.strictObject({
    * The load generator's own CPU over the window (this process, every thread), apart from the
    * processes under test; absent in files from before it was recorded.
    */
-  loadGenerator: z
-    .strictObject({ cpuMs: count, cpuMsPerRequest: nullableNumber })
-    .optional(),
+  loadGenerator: z.strictObject({ cpuMs: count, cpuMsPerRequest: nullableNumber }).optional(),
   /** nostr-at-limit: what authors and the sender were admitted against their limits. */
   pastLimit: z
     .strictObject({
