@@ -474,7 +474,7 @@ export const GatewayConfigSchema = z
           .strictObject({
             enabled: z
               .boolean()
-              .default(false)
+              .default(true)
               .describe(
                 "Take several points of a key's quota in one atomic round trip (never past the " +
                   'effective limit) and spend them locally; never over-admits',

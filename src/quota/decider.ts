@@ -274,15 +274,19 @@ export class QuotaDecider {
 
   /**
    * A refusal when this process already knows the identity is over its limit (its in-memory
-   * block), without consuming anything or asking Valkey; null otherwise.
+   * block; with leases, also a last take that left Valkey full and nothing held here, which
+   * blocks no consume, as only a refused take does), without consuming anything or asking
+   * Valkey; null otherwise.
    */
   knownOverLimit(req: Omit<QuotaRequest, 'cost' | 'ip'>): QuotaDecision | null {
     if (!this.settings.enabled || !this.settings.inMemoryBlock) return null;
     const limit = this.effectiveLimit(req.identity.tier, req.cls, req.nodeId);
     if (!limit || limit.points <= 0) return null;
     const { base, multiplier, points } = limit;
-    const blocks = this.blocks.get(this.prefix(req.cls, req.identity.tier, base.windowSec));
-    const ms = blocks ? blocks.msBlocked(req.identity.key, points) : 0;
+    const prefix = this.prefix(req.cls, req.identity.tier, base.windowSec);
+    const blocks = this.blocks.get(prefix);
+    let ms = blocks ? blocks.msBlocked(req.identity.key, points) : 0;
+    if (ms <= 0 && this.leases) ms = this.leases.msOut(`${prefix}:${req.identity.key}`, points);
     if (ms <= 0) return null;
     const shape: DecisionShape = {
       policy: POLICY_NAMES[req.cls],

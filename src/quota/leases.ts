@@ -54,7 +54,7 @@ interface Entry {
   endsAt: number;
   /** The effective limit the points were leased under: a lower one clips them. */
   limit: number;
-  /** The counter after the last take. */
+  /** The counter after the last take, less the points handed back since. */
   consumed: number;
   size: number;
   lastUsed: number;
@@ -163,6 +163,17 @@ export class LeaseBook {
     entry.spent -= cost;
     this.onPoints('refunded', cost);
     return true;
+  }
+
+  /**
+   * Milliseconds until more points may be had when this gateway knows the key is out of
+   * them at `limit`: its last take left Valkey's counter at the limit and it holds none of
+   * them (a refund or a higher limit ends that); else 0. Nothing is taken or asked.
+   */
+  msOut(key: string, limit: number): number {
+    const entry = this.entries.peek(key);
+    if (!entry || held(entry) > 0 || entry.consumed < limit) return 0;
+    return Math.max(0, entry.endsAt - this.now());
   }
 
   /** This gateway's lease on a key, or null when it holds none. */
@@ -360,6 +371,8 @@ export class LeaseBook {
       this.onPoints('expired', points);
       return Promise.resolve();
     }
+    // Valkey's count without them, as this gateway knows it (msOut, remaining).
+    entry.consumed = Math.max(0, entry.consumed - points);
     const slackMs = MIN_SLACK_MS + 2 * entry.rttMs;
     const returning = this.store.giveBack(key, points, msLeft, slackMs).then(
       (n) => {

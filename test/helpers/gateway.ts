@@ -149,11 +149,18 @@ export async function admin(
   });
 }
 
-/** Write points a client ("ip:<address>", "pk:<hex>") has consumed, from the admin view. */
+/**
+ * Write points a client ("ip:<address>", "pk:<hex>") has paid, from the admin view of a
+ * one-process gateway: what Valkey counts, less the points leased to this gateway and not
+ * yet spent (leases are on by default; off, it holds none).
+ */
 export async function writesConsumed(gw: GatewayUnderTest, client: string): Promise<number> {
   const res = await admin(gw, 'GET', `/admin/clients/${client}`);
   if (res.status !== 200) throw new Error(`/admin/clients/${client} answered ${res.status}`);
-  return (JSON.parse(res.body) as { write: { consumed: number } }).write.consumed;
+  const { write } = JSON.parse(res.body) as {
+    write: { consumed: number; lease?: { held: number } | null };
+  };
+  return write.consumed - (write.lease?.held ?? 0);
 }
 
 /** A metric's value on the admin listener: the series `name{labels}` exactly; 0 when absent. */

@@ -64,7 +64,11 @@ function setUp() {
     for (const a of actions) if (a.type !== 'close') await under.admission.act(conn, a);
     return actions;
   };
-  const paid = async () => (await decider.usage(author, 'write', NODE))!.consumed;
+  /** What the author paid: Valkey's count less the points leased here and not yet spent. */
+  const paid = async () => {
+    const usage = (await decider.usage(author, 'write', NODE))!;
+    return usage.consumed - (usage.lease?.held ?? 0);
+  };
   const genuine = (n: number) => signedEvent(1, `note ${n}`, sk);
   /** An event of this author's whose id is right and whose signature is another event's. */
   const badSignature = (n: number): Event => ({ ...genuine(n), sig: signedEvent(1, 'x').sig });

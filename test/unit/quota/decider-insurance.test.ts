@@ -11,11 +11,11 @@ import { Policy, makeIdentity } from '../../../src/quota/policy.js';
 import { StoreError } from '../../../src/store/index.js';
 import type { Store } from '../../../src/store/index.js';
 
+const down = () => Promise.reject(new StoreError('valkey is down'));
+/** Every call fails: the limiter's, and the lease scripts' (leases are on by default). */
 const failingStore = {
-  limiter: () => ({
-    consume: () => Promise.reject(new StoreError('valkey is down')),
-    peek: () => Promise.reject(new StoreError('valkey is down')),
-  }),
+  limiter: () => ({ consume: down, peek: down }),
+  leases: { take: down, giveBack: down },
 } as unknown as Store;
 
 function quotas(points: number) {
@@ -70,12 +70,13 @@ describe('insurance limiter', { timeout: 10_000 }, () => {
   it('skips Valkey for retryStoreAfterMs after a failure, then asks it again', async () => {
     let t = 0;
     let calls = 0;
-    let down = true;
+    let isDown = true;
+    // Calls that reach Valkey: plain consumes, and lease takes (leases are on by default).
     const store = {
       limiter: () => ({
         consume: () => {
           calls++;
-          return down
+          return isDown
             ? Promise.reject(new StoreError('valkey is down'))
             : Promise.resolve({
                 allowed: true,
@@ -87,6 +88,15 @@ describe('insurance limiter', { timeout: 10_000 }, () => {
               });
         },
       }),
+      leases: {
+        take: () => {
+          calls++;
+          return isDown
+            ? Promise.reject(new StoreError('valkey is down'))
+            : Promise.resolve({ granted: 1, consumed: 1, msLeft: 500 });
+        },
+        giveBack: () => Promise.resolve(0),
+      },
     } as unknown as Store;
     const settings = quotas(10);
     const decider = new QuotaDecider(
@@ -109,7 +119,7 @@ describe('insurance limiter', { timeout: 10_000 }, () => {
     assert.equal((await write())!.outcome, 'insured');
     assert.equal(calls, 1, 'Valkey skipped');
     // Past it, Valkey (back by now) decides again.
-    down = false;
+    isDown = false;
     t += 1;
     assert.equal(decider.storeDown, false);
     assert.equal((await write())!.outcome, 'allowed');

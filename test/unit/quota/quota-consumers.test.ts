@@ -275,27 +275,37 @@ function quotaSettings(points: number, quotas: Record<string, unknown> = {}) {
   }).quotas;
 }
 
+/** A decider on the fake store over a two-method NodeMultipliers whose value the test sets. */
+function deciderOver(settings: ReturnType<typeof quotaSettings>, multiplier: number) {
+  const clock = manualClock();
+  const valkey = new FakeValkey(clock.now);
+  const listeners: ((m: { nodeId: string; value: number }) => void)[] = [];
+  let value = multiplier;
+  const multipliers: NodeMultipliers = {
+    get: () => ({ value }),
+    onChange: (l) => void listeners.push(l),
+  };
+  const decider = new QuotaDecider(valkey.store, new Policy(settings), multipliers, settings, {
+    now: clock.now,
+  });
+  /** The node's multiplier from now on, told to the listeners as the board tells them. */
+  const setMultiplier = (m: number) => {
+    value = m;
+    for (const l of listeners) l({ nodeId: NODE, value: m });
+  };
+  return { valkey, decider, listeners, setMultiplier };
+}
+
 describe('the decider over NodeMultipliers', BOUND, () => {
   it('reads the multiplier through the two-method interface, not the board', async () => {
-    const settings = quotaSettings(10);
-    const clock = manualClock();
-    const valkey = new FakeValkey(clock.now);
-    const listeners: ((m: { nodeId: string; value: number }) => void)[] = [];
-    let value = 0.5;
-    const multipliers: NodeMultipliers = {
-      get: () => ({ value }),
-      onChange: (l) => void listeners.push(l),
-    };
-    const decider = new QuotaDecider(valkey.store, new Policy(settings), multipliers, settings, {
-      now: clock.now,
-    });
+    const { decider, listeners, setMultiplier } = deciderOver(quotaSettings(10), 0.5);
     assert.equal(listeners.length, 1, 'the decider listens for changes (to clip leases)');
     const identity = makeIdentity('ip', '192.0.2.1', 'default', 'salt');
     const write = () =>
       decider.decide({ identity, ip: '192.0.2.1', cls: 'write', cost: 1, nodeId: NODE });
     const d = (await write())!;
     assert.deepEqual([d.outcome, d.limit, d.multiplier, d.remaining], ['allowed', 5, 0.5, 4]);
-    value = 1;
+    setMultiplier(1);
     assert.equal((await write())!.limit, 10);
   });
 
@@ -422,5 +432,50 @@ describe('refunds: points go back where they were counted, within their window',
     await decider.decide(req);
     await decider.decide(req);
     assert.equal((await decider.decide(req))!.admitted, false, 'the new window holds 2, no more');
+  });
+});
+
+describe('knownOverLimit with leases: what the book knows, no round trip', BOUND, () => {
+  function leasedDecider(points: number) {
+    const settings = quotaSettings(points, { lease: { enabled: true } });
+    const { valkey, decider, setMultiplier } = deciderOver(settings, 1);
+    const identity = makeIdentity('ip', '192.0.2.1', 'default', 'salt');
+    const req = { identity, ip: '192.0.2.1', cls: 'write' as const, cost: 1, nodeId: NODE };
+    const known = () => decider.knownOverLimit({ identity, cls: 'write', nodeId: NODE });
+    /** What Valkey counts for the key. */
+    const counted = () => valkey.consumed(`${settings.keyPrefix}:write:default:60:${identity.key}`);
+    return { valkey, decider, req, known, setMultiplier, counted };
+  }
+
+  it('a key whose last take filled the counter and that holds nothing here is known out; a refund ends it', async () => {
+    const { valkey, decider, req, known, counted } = leasedDecider(3);
+    assert.equal((await decider.decide(req))!.admitted, true);
+    assert.equal((await decider.decide(req))!.admitted, true);
+    assert.equal(known(), null, 'a point is left in Valkey');
+    const last = (await decider.decide(req))!;
+    assert.equal(last.admitted, true);
+    assert.equal(counted(), 3);
+    const takes = valkey.takes;
+    const out = known();
+    assert.deepEqual([out?.admitted, out?.fromMemory, valkey.takes], [false, true, takes]);
+    assert.ok(out!.resetSec > 0);
+    // The write was not done: its point goes back into the lease, and the key may write again.
+    assert.equal(await decider.refund(req, last.receipt), true);
+    assert.equal(known(), null, 'a point is held here again');
+    assert.equal((await decider.decide(req))!.admitted, true);
+    assert.equal(valkey.takes, takes, 'spent from the lease');
+    assert.equal(known()?.admitted, false);
+  });
+
+  it('points handed back leave Valkey room: a key is not known out for the count it had', async () => {
+    const { decider, req, known, setMultiplier, counted } = leasedDecider(10);
+    assert.equal((await decider.decide(req))!.admitted, true);
+    assert.equal((await decider.decide(req))!.admitted, true);
+    assert.ok(counted() >= 5, `a lease beyond the writes (Valkey counts ${counted()})`);
+    // Half the limit (5): the lease held goes back at once, and Valkey counts the 2 writes.
+    setMultiplier(0.5);
+    await new Promise((resolve) => setImmediate(resolve)); // the fake's hand-back resolves
+    assert.equal(counted(), 2);
+    assert.equal(known(), null, 'Valkey has 3 points left at the lower limit');
   });
 });
