@@ -522,6 +522,13 @@ export class Admission {
       return withinBudget();
     }
     if (mode === 'off' && nostr.verify !== 'always') return withinBudget();
+    // An author this process knows is over its limit is refused before its signature is
+    // checked: nothing of its can be stored this window, and the refusal needs no proof (a
+    // replay is still answered duplicate:). Its sender paid for the frame above.
+    const over = author && this.authorKnownOverLimit(conn, event.pubkey);
+    if (over) {
+      return (await this.seen(event.id)) === true ? duplicateOf(event.id, ctx) : notOk(over);
+    }
     if (!verifySignature(event)) {
       return this.doesNotVerify(conn, notOk('invalid: event id or signature does not verify'));
     }

@@ -197,6 +197,33 @@ describe(
       assert.equal(await paid(), 2);
     });
 
+    it('an author known over its limit is refused before its signature is checked; a replay is still a duplicate', async () => {
+      const { under, conn, send, relay, genuine, badSignature } = setUp();
+      const first = genuine(0);
+      await send(first);
+      await relay(['OK', first.id, true, '']);
+      // Spend the rest of the author's limit, then one more: refused, and now known over it.
+      for (let n = 1; n <= LIMIT; n++) {
+        const e = genuine(n);
+        const verdict = await send(e);
+        if (verdict.forward) await relay(['OK', e.id, true, '']);
+        else assert.match(String(verdict.reply?.[3]), /^rate-limited:/);
+      }
+      // From another address (this one spent its own quota on those frames).
+      const other: ConnectionFacts = {
+        ...conn,
+        ip: '203.0.113.31',
+        session: under.admission.newSession(),
+      };
+      const from = (e: Event) =>
+        under.admission.frame(other, Buffer.from(JSON.stringify(['EVENT', e])), false);
+      const forged = await from(badSignature(99));
+      assert.equal(forged.forward, false);
+      assert.match(String(forged.reply?.[3]), /^rate-limited:/, 'refused unverified');
+      assert.equal(other.session.invalidEvents, 0, 'nothing counted against the connection');
+      assert.match(String((await from(first)).reply?.[3]), /^duplicate:/);
+    });
+
     it('only a verified event is claimed for every gateway; one charged on its hash is remembered here', async () => {
       const { under, send, relay, paid, genuine } = setUp();
       const [verified, hashed] = [genuine(1), genuine(2)];
