@@ -437,7 +437,9 @@ function collect(
           `${arrival.unsent} requests due at ${arrival.offeredRate}/s were never sent: every connection stayed busy (the offered rate is past what the system answers)`,
         ]
       : []),
-    ...(budget?.failures(load.exhausted, load.duplicates) ?? []),
+    // At the limit, refusals outrun what was signed and the load stops early: its rate is no
+    // throughput figure, and what it checks (pastLimit) holds over whatever was sent.
+    ...(budget?.failures(load.exhausted && !pastLimit, load.duplicates) ?? []),
     ...(pastLimit ? pastLimitFailures(pastLimit) : []),
   ];
   return {
