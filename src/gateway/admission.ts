@@ -517,7 +517,7 @@ export class Admission {
       if (!judged.hashed && !eventIdMatches(event)) {
         return this.doesNotVerify(conn, notOk('invalid: event id does not match its content'));
       }
-      const refusedAuthor = this.authorKnownOverLimit(conn, event.pubkey);
+      const refusedAuthor = this.authorKnownOverLimit(conn, this.author(event.pubkey));
       if (refusedAuthor !== undefined) return notOk(refusedAuthor);
       return withinBudget();
     }
@@ -525,7 +525,7 @@ export class Admission {
     // An author this process knows is over its limit is refused before its signature is
     // checked: nothing of its can be stored this window, and the refusal needs no proof (a
     // replay is still answered duplicate:). Its sender paid for the frame above.
-    const over = author && this.authorKnownOverLimit(conn, event.pubkey);
+    const over = author && this.authorKnownOverLimit(conn, author);
     if (over) {
       return (await this.seen(event.id)) === true ? duplicateOf(event.id, ctx) : notOk(over);
     }
@@ -647,7 +647,7 @@ export class Admission {
     const refusedSender = await this.chargeEach(others, conn, 'write', cost);
     if (refusedSender !== undefined) return notOk(refusedSender);
     if (mode === 'relay') {
-      const refusedAuthor = this.authorKnownOverLimit(conn, event.pubkey);
+      const refusedAuthor = this.authorKnownOverLimit(conn, this.author(event.pubkey));
       if (refusedAuthor !== undefined) return notOk(refusedAuthor);
       return this.forwardWithinBudget(conn, event, cost, bytes, { lifted: true });
     }
@@ -741,11 +741,12 @@ export class Admission {
   }
 
   /**
-   * nostr.verify relay: until the relay's OK, only what this process already knows can refuse
-   * the author: its in-memory block, set by an earlier charge that reached the limit.
+   * What this process already knows of the author, without charging or asking Valkey: its
+   * in-memory block, set by an earlier charge that reached the limit. Under nostr.verify
+   * relay, the only refusal before the relay's OK; under gateway, one before the signature
+   * is checked.
    */
-  private authorKnownOverLimit(conn: ConnectionFacts, pubkey: string): string | undefined {
-    const author = this.author(pubkey);
+  private authorKnownOverLimit(conn: ConnectionFacts, author: Identity): string | undefined {
     const known = this.ctx.decider.knownOverLimit({
       identity: author,
       cls: 'write',

@@ -5,7 +5,7 @@ import type { Problem } from '../quota/responses.js';
 import type { RelayAnswer } from './admission.js';
 import type { GatewayContext } from './context.js';
 import type { RequestTarget } from './request-target.js';
-import { CLIENT_GONE, blameOf, clientError } from './upstream-io.js';
+import { CLIENT_GONE, blameOf, clientError, readWhole } from './upstream-io.js';
 import type { UpstreamState } from './upstreams.js';
 
 /** Where an admitted request goes, and the RateLimit headers to add to the relay's answer. */
@@ -239,12 +239,6 @@ function inspected(
       },
     );
   };
-}
-
-async function readWhole(stream: Readable): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of stream) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks);
 }
 
 function answerForwardError(

@@ -13,7 +13,7 @@ import {
   relayInfoFetcher,
   wantsRelayInfo,
 } from './relay-info.js';
-import { boundedBody, upstreamDispatcher } from './upstream-io.js';
+import { boundedBody, readWhole, upstreamDispatcher } from './upstream-io.js';
 
 function sendProblem(reply: FastifyReply, problem: Problem, headers: Record<string, string> = {}) {
   return reply.code(problem.status).headers(headers).type('application/problem+json').send(problem);
@@ -99,13 +99,11 @@ function carriesEvent(ctx: GatewayContext, request: FastifyRequest): boolean {
 /** The whole body, or the error that ended it (over the limit, the client gone). */
 async function readBody(body: Readable | undefined): Promise<Buffer | Error> {
   if (!body) return Buffer.alloc(0);
-  const chunks: Buffer[] = [];
   try {
-    for await (const chunk of body) chunks.push(chunk as Buffer);
+    return await readWhole(body);
   } catch (err) {
     return err instanceof Error ? err : new Error(String(err));
   }
-  return Buffer.concat(chunks);
 }
 
 function headerValue(headers: IncomingHttpHeaders, name: string): string | undefined {

@@ -1,5 +1,6 @@
 /** What every proxy in front of the relays shares: its upstream pool, its body bound and blame. */
 import { Transform } from 'node:stream';
+import type { Readable } from 'node:stream';
 import { Agent } from 'undici';
 
 /** The upstream connection pool (undici) each proxy keeps per relay node. */
@@ -15,6 +16,13 @@ export function upstreamDispatcher(): Agent {
 }
 
 /** Error codes the gateway gives to failures a client caused on the way to a relay. */
+/** A stream read to its end, in memory: only for bodies bounded before (see boundedBody). */
+export async function readWhole(stream: Readable): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of stream) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks);
+}
+
 export const BODY_TOO_LARGE = 'SLUICE_BODY_TOO_LARGE';
 export const CLIENT_GONE = 'SLUICE_CLIENT_GONE';
 
