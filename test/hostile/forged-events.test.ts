@@ -158,6 +158,62 @@ describe('events that do not verify', { timeout: 90_000 }, () => {
     assert.equal(victim.oks().find((ok) => ok[1] === next.id)?.[2], true, 'the victim is served');
   });
 
+  it('forgeries in the name of an author over its limit are refused unverified: nothing counted, the sender pays', async () => {
+    const sk = generateSecretKey();
+    const author = getPublicKey(sk);
+    const sign = (n: number) =>
+      finalizeEvent(
+        { kind: 1, created_at: Math.floor(Date.now() / 1000), tags: [], content: `over ${n}` },
+        sk,
+      );
+    // The author spends its limit from two addresses (neither reaches its own), one more is
+    // refused: this gateway now knows it is over.
+    const [a, b] = await Promise.all([
+      NostrClient.connect(gw.url, '127.0.11.7'),
+      NostrClient.connect(gw.url, '127.0.11.8'),
+    ]);
+    clients.push(a, b);
+    const own = Array.from({ length: LIMIT + 1 }, (_, n) => sign(n));
+    for (const [i, e] of own.slice(0, LIMIT).entries()) {
+      assert.equal((await (i % 2 ? b : a).okFor(e.id, ['EVENT', e]))[2], true);
+    }
+    const last = await (LIMIT % 2 ? b : a).okFor(own[LIMIT]!.id, ['EVENT', own[LIMIT]]);
+    assert.match(String(last[3]), /^rate-limited:/);
+
+    const before = await metricValue(gw, 'sluice_frames_total', 'type="INVALID_SIGNATURE"');
+    const attacker = await RawNostr.open(gw.url, '127.0.11.9');
+    const inAuthorsName = (n: number): Event => {
+      const body = {
+        kind: 1,
+        created_at: Math.floor(Date.now() / 1000),
+        tags: [],
+        content: `not the author's ${n}`,
+        pubkey: author,
+      };
+      return { ...body, id: getEventHash(body), sig: forged(n).sig };
+    };
+    for (let i = 0; i < 5; i++) {
+      const event = inAuthorsName(i);
+      attacker.send(['EVENT', event]);
+      const ok = await attacker.okFor(event.id);
+      assert.equal(ok[2], false);
+      assert.match(String(ok[3]), /^rate-limited:/, 'refused before any check');
+    }
+    // A replay of the author's own stored event is still a duplicate.
+    attacker.send(['EVENT', own[0]]);
+    assert.match(String((await attacker.okFor(own[0]!.id))[3]), /^duplicate:/);
+    assert.equal(
+      await metricValue(gw, 'sluice_frames_total', 'type="INVALID_SIGNATURE"'),
+      before,
+      'none of them was verified',
+    );
+    assert.equal(attacker.socket.destroyed, false, 'nothing counted against the connection');
+    const usage = JSON.parse((await admin(gw, 'GET', '/admin/clients/ip:127.0.11.9')).body) as {
+      write: { consumed: number; lease?: { held: number } | null };
+    };
+    assert.equal(usage.write.consumed - (usage.write.lease?.held ?? 0), 6, 'the sender paid each');
+  });
+
   it('closes a connection (1008, with a NOTICE) after the configured number of forgeries', async () => {
     const attacker = await NostrClient.connect(cutOff.url, '127.0.11.4');
     clients.push(attacker);
