@@ -359,13 +359,17 @@ function clientHeaders(cfg: RunConfig): () => Record<string, string> {
     zipfExponent: cfg.zipfExponent ?? 1,
     seed: cfg.seed + cfg.run,
   });
+  // Whose API key each request carries, decided once (this runs per request).
+  const keyOf =
+    cfg.workload === 'flood'
+      ? apiKeyOf
+      : workloadSpec(workloadOf(cfg)).atLimit
+        ? () => AT_LIMIT_SENDER_KEY
+        : undefined;
   return (): Record<string, string> => {
     const i = pick();
-    if (cfg.workload === 'flood') {
-      return { 'x-api-key': apiKeyOf(i), 'x-forwarded-for': clientAddress(i) };
-    }
-    return workloadSpec(workloadOf(cfg)).atLimit
-      ? { 'x-api-key': AT_LIMIT_SENDER_KEY, 'x-forwarded-for': clientAddress(i) }
+    return keyOf
+      ? { 'x-api-key': keyOf(i), 'x-forwarded-for': clientAddress(i) }
       : { 'x-forwarded-for': clientAddress(i) };
   };
 }
