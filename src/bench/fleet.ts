@@ -52,6 +52,8 @@ export interface FleetBenchOptions {
   writers: number;
   /** Each writer's quota (per second) as a multiple of what it offers. */
   quotaFactor: number;
+  /** Each writer's quota per second, overriding quotaFactor. */
+  quotaPerSec?: number;
   headroomBytes: number;
   tickMs: number;
   valkey: { client: ClientKind; nodes: string[] };
@@ -274,7 +276,8 @@ export async function runFleetMode(
       ((NODES.length - 1 + opts.degradeFactor) * opts.drainBytesPerSec) / eventBytes;
     const offeredPerSec = opts.offeredShare * healthyPerSec;
     const perWriter = offeredPerSec / opts.writers;
-    const quotaPerSecPerWriter = Math.max(1, Math.round(perWriter * opts.quotaFactor));
+    const quotaPerSecPerWriter =
+      opts.quotaPerSec ?? Math.max(1, Math.round(perWriter * opts.quotaFactor));
 
     const configDir = scratch('sluice-fleet-gw-');
     const gateways: { url: string; admin: string }[] = [];

@@ -14,6 +14,9 @@ interface FleetFlags {
   seconds: number;
   degradeAt: number;
   settle: number;
+  headroomMib: number;
+  degradeFactor: number;
+  quotaPerSec?: number;
   out?: string;
 }
 
@@ -25,6 +28,12 @@ function routingModes(value: string): RoutingMode[] {
     }
   }
   return modes as RoutingMode[];
+}
+
+function shareOption(value: string): number {
+  const x = Number(value);
+  if (!(x > 0 && x <= 1)) throw new InvalidArgumentError(`"${value}" is not a share in (0, 1]`);
+  return x;
 }
 
 /** `sluice bench fleet`: three relays, one degrades mid-run; one run per routing mode. */
@@ -42,6 +51,18 @@ export function registerFleetBench(bench: Command): void {
     .option('--seconds <s>', 'seconds per mode', positiveInt, 90)
     .option('--degrade-at <s>', "when the sick node's drain is cut", positiveInt, 20)
     .option('--settle <s>', 'seconds after the cut before the measured window', positiveInt, 20)
+    .option('--headroom-mib <n>', 'target = idle + this many MiB', positiveInt, 64)
+    .option(
+      '--degrade-factor <x>',
+      "the sick node's drain after the cut, as a share of the others'",
+      shareOption,
+      0.25,
+    )
+    .option(
+      '--quota-per-sec <n>',
+      "each writer's quota per second (default: 1.25 x what it offers)",
+      positiveInt,
+    )
     .option('--out <dir>', 'results directory (default results/<timestamp>)')
     .action(async (flags: FleetFlags) => {
       const { FLEET_DEFAULTS, fleetWindowProblem, formatFleetTable, runFleetBench } =
@@ -63,6 +84,9 @@ export function registerFleetBench(bench: Command): void {
         seconds: flags.seconds,
         degradeAtSec: flags.degradeAt,
         settleSec: flags.settle,
+        headroomBytes: flags.headroomMib * 1024 * 1024,
+        degradeFactor: flags.degradeFactor,
+        ...(flags.quotaPerSec ? { quotaPerSec: flags.quotaPerSec } : {}),
         valkey: { client: flags.valkeyClient, nodes: [valkey] },
       };
       const problem = fleetWindowProblem(opts);
