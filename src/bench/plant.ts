@@ -25,6 +25,21 @@ export interface PlantParams {
   substepSec: number;
   /** Amplitude of uniform noise on the observed u (0 = none); the true u stays clean. */
   noise: number;
+  /**
+   * Allocation noise of a garbage-collected relay, in the true memory (the kernel counts it):
+   * garbage grows with the bytes admitted, `bytes` per byte admitted, ...
+   */
+  garbagePerByte: number;
+  /** ... up to this many bytes (the saw-tooth's height), where a collection frees it all; */
+  garbageMaxBytes: number;
+  /** and a collection comes early, at random, this often (per second; 0 = never). */
+  gcDropsPerSec: number;
+  /**
+   * A heap or buffer pool that grows with the first writes and is never given back: `per
+   * byte` admitted, up to `max` bytes. Memory the node holds whatever the write rate.
+   */
+  poolPerByte: number;
+  poolMaxBytes: number;
   seed: number;
 }
 
@@ -37,6 +52,11 @@ export const DEFAULT_PLANT_PARAMS: Readonly<PlantParams> = {
   initialBacklogBytes: 0,
   substepSec: 0.05,
   noise: 0,
+  garbagePerByte: 0,
+  garbageMaxBytes: 0,
+  gcDropsPerSec: 0,
+  poolPerByte: 0,
+  poolMaxBytes: 0,
   seed: 1,
 };
 
@@ -55,6 +75,11 @@ export interface PlantState {
   u: number;
   /** memory / target, without noise. */
   uTrue: number;
+  /**
+   * What the law can act on: memory less the collector's garbage, / target (uTrue when the
+   * plant has none). Oscillation and settling are judged on it; peaks on uTrue.
+   */
+  uLive: number;
   memoryBytes: number;
   backlogBytes: number;
 }
@@ -98,14 +123,17 @@ export function createPlant(params: Partial<PlantParams> = {}): Plant {
   // Published multipliers in order; the first is in force until the next one arrives.
   const pending: { at: number; m: number }[] = [{ at: -Infinity, m: 1 }];
   let noise = 0;
+  let garbage = 0;
+  let pool = 0;
 
-  const memory = () => p.baselineBytes + backlog + load.spikeBytes;
+  const memory = () => p.baselineBytes + backlog + garbage + pool + load.spikeBytes;
   const state = (): PlantState => {
     const uTrue = memory() / p.targetBytes;
     return {
       t,
       u: Math.max(0, uTrue + noise),
       uTrue,
+      uLive: (memory() - garbage) / p.targetBytes,
       memoryBytes: memory(),
       backlogBytes: backlog,
     };
@@ -137,6 +165,12 @@ export function createPlant(params: Partial<PlantParams> = {}): Plant {
       for (let i = 0; i < pieces; i++) {
         const rate = Math.min(load.offeredBytesPerSec, p.baseBytesPerSec * inForce(t + i * h));
         backlog += rate * h;
+        if (p.garbageMaxBytes > 0) {
+          garbage += p.garbagePerByte * rate * h;
+          const early = p.gcDropsPerSec > 0 && random() < p.gcDropsPerSec * h;
+          if (garbage >= p.garbageMaxBytes || early) garbage = 0;
+        }
+        pool = Math.min(p.poolMaxBytes, pool + p.poolPerByte * rate * h);
         const out = Math.min(backlog, load.drainBytesPerSec * h);
         backlog -= out;
         admitted += rate * h;
@@ -202,8 +236,10 @@ export function overloadStep(o: OverloadStepOptions): Scenario {
 
 export interface SimPoint {
   t: number;
-  /** True memory ratio at t (what the outcome metrics use). */
+  /** True memory ratio at t (what the peak and time above target use). */
   u: number;
+  /** Memory less garbage at t (what settling and oscillation use). */
+  uLive: number;
   uhat: number;
   m: number;
   mode: Mode;
@@ -287,7 +323,11 @@ export function simulate(
     plant.setLoad(scenario.load(t));
     const seen = plant.observe();
     const backlog = o.feedBacklog
-      ? { bytes: seen.backlogBytes, drainBytesPerSec: drained }
+      ? {
+          bytes: seen.backlogBytes,
+          drainBytesPerSec: drained,
+          targetBytes: plant.params.targetBytes,
+        }
       : undefined;
     const out = law.step({ t, u: seen.u, backlog });
     emergencyEntries = out.emergencyEntries;
@@ -300,6 +340,7 @@ export function simulate(
     series.push({
       t,
       u: seen.uTrue,
+      uLive: seen.uLive,
       uhat: out.uhat,
       m: out.m,
       mode: out.mode,
@@ -337,11 +378,11 @@ function summarise(
   });
   const steadyFrom = phase.to - o.steadySec;
   const steadyPoints = series.filter((s) => s.t >= steadyFrom && s.t < phase.to);
-  const steadyU = steadyPoints.reduce((sum, s) => sum + s.u, 0) / (steadyPoints.length || 1);
+  const steadyU = steadyPoints.reduce((sum, s) => sum + s.uLive, 0) / (steadyPoints.length || 1);
   const inPhase = series.filter((s) => s.t >= phase.from && s.t < phase.to);
   let settledAt: number | null = null;
   for (const s of inPhase) {
-    if (Math.abs(s.u - steadyU) > o.settleTolerance * steadyU) settledAt = null;
+    if (Math.abs(s.uLive - steadyU) > o.settleTolerance * steadyU) settledAt = null;
     else settledAt ??= s.t;
   }
   const settleSec = settledAt !== null && settledAt <= steadyFrom ? settledAt - phase.from : null;
@@ -357,7 +398,7 @@ function summarise(
     emergencyExits,
     acceptedRatio: sustainable > 0 ? accepted / sustainable : 1,
     mPeakToPeak: spread(inWindow.map((s) => s.m)),
-    uPeakToPeak: spread(inWindow.map((s) => s.u)),
+    uPeakToPeak: spread(inWindow.map((s) => s.uLive)),
     mChanges,
     steadyU,
     settleSec,

@@ -176,7 +176,8 @@ export class PressureFeed {
     try {
       metrics.samples.inc();
       bytes = (await opts.sampler.sample()).bytes;
-      backlog = opts.backlog ? await opts.backlog() : undefined;
+      const sample = opts.backlog ? await opts.backlog() : undefined;
+      backlog = sample && { ...sample, targetBytes: opts.targetBytes };
       if (this.failing)
         opts.log.info({ source: opts.sampler.description }, 'memory source readable again');
       this.failing = false;

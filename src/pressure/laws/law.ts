@@ -12,6 +12,8 @@ export interface BacklogSample {
   bytes: number;
   /** Drain rate measured over the last interval; 0 or absent means "not measured yet". */
   drainBytesPerSec: number;
+  /** The node's memory target (bytes), to read the backlog against; absent: unknown. */
+  targetBytes?: number;
 }
 
 export interface LawInput {

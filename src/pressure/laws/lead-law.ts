@@ -1,12 +1,22 @@
 import {
   backlogMultiplier,
-  clamp,
   EmergencyLatch,
   ewmaWeight,
   quantiseWithDeadband,
   lawOf,
 } from './law.js';
 import type { ControlLaw, LawInput, LawOutput } from './law.js';
+import { PlateauProbe, bandMultiplier } from './plateau-probe.js';
+import type { Band } from './plateau-probe.js';
+
+/** A backlog of up to this share of the memory target still keeps up (see keepsUp). */
+const KEEPING_UP_SHARE = 0.01;
+/** A step that raised the window's mean multiplier by less than this is given back. */
+const PROBE_MIN_GAIN_M = 0.005;
+/** A rise of memory's mean over a window that answers a probe (u): a slow plant's answer. */
+const PROBE_RISE_U = 0.004;
+/** The longest wait between probes memory keeps answering (s). */
+const PROBE_MAX_BACKOFF_SEC = 120;
 
 /** The lead law's parameters. u is memory / target, so 1 is the target itself. */
 export interface LeadLawParams {
@@ -21,10 +31,27 @@ export interface LeadLawParams {
    * the sample less this margin at once instead of waiting for the filter to catch up.
    */
   jumpU: number;
-  /** Band bottom: full quota below it. */
+  /** Band bottom: full quota below it, with nothing learned. */
   uLo: number;
   /** Band top: the multiplier reaches mMin here. The target itself by default. */
   uHi: number;
+  /**
+   * The first step of a probe, as the multiplier it adds where memory is (each step that
+   * holds doubles the next; 0: never probe, the band stays uLo-uHi). A probe raises the band's
+   * bottom over a plateau of memory that writes do not move.
+   */
+  probeStepM: number;
+  /** The window a probe step is judged over (s). */
+  probeHoldSec: number;
+  /**
+   * 1: probe a relay that does not say whether it keeps up (no backlog input), judging by m
+   * and memory alone; 0 (the default): only a relay whose backlog is under a second of its
+   * drain is probed. Blind probes hold the flat plateau too, and cost smoothness on fast
+   * plants (test/unit/pressure/law.test.ts shows both).
+   */
+  probeBlind: number;
+  /** The narrowest the band gets by probing (u): the loop's gain is (1 - mMin) / width. */
+  minBandU: number;
   /** Lowest multiplier, also the one held in emergency: a trickle, never a full stop. */
   mMin: number;
   /** Most the multiplier may rise per second; drops are immediate. */
@@ -73,6 +100,10 @@ export const DEFAULT_LEAD_LAW_PARAMS: Readonly<LeadLawParams> = {
   jumpU: 0.05,
   uLo: 0.7,
   uHi: 1.0,
+  probeStepM: 0.1,
+  probeHoldSec: 10,
+  probeBlind: 0,
+  minBandU: 0.05,
   mMin: 0.05,
   rUpPerSec: 0.1,
   quantum: 0.05,
@@ -83,21 +114,42 @@ export const DEFAULT_LEAD_LAW_PARAMS: Readonly<LeadLawParams> = {
 };
 
 function validate(p: LeadLawParams): void {
-  const positive = ['tauSec', 'slopeTauSec', 'rUpPerSec', 'quantum', 'jumpU'] as const;
+  const positive = ['tauSec', 'slopeTauSec', 'rUpPerSec', 'quantum', 'jumpU', 'minBandU'] as const;
   for (const key of positive) {
     if (!(p[key] > 0)) throw new RangeError(`lead law: ${key} must be > 0, got ${p[key]}`);
   }
-  for (const key of ['leadSec', 'deadband', 'dwellSec'] as const) {
+  for (const key of [
+    'leadSec',
+    'deadband',
+    'dwellSec',
+    'probeStepM',
+    'probeHoldSec',
+    'probeBlind',
+  ] as const) {
     if (!(p[key] >= 0)) throw new RangeError(`lead law: ${key} must be >= 0, got ${p[key]}`);
   }
   if (!(p.mMin > 0 && p.mMin < 1)) throw new RangeError(`lead law: mMin must be in (0, 1)`);
   if (!(p.uLo < p.uHi)) throw new RangeError(`lead law: uLo must be below uHi`);
+  if (!(p.minBandU <= p.uHi - p.uLo)) {
+    throw new RangeError('lead law: minBandU must not exceed uHi - uLo');
+  }
   if (!(p.uExit < p.uEmerg)) throw new RangeError(`lead law: uExit must be below uEmerg`);
   if (!(p.uHi <= p.uEmerg)) throw new RangeError(`lead law: uHi must not exceed uEmerg`);
   const { acceptableBacklogBytes: acc, baseBytesPerSec: base } = p;
   if ((acc !== undefined && !(acc > 0)) || (base !== undefined && !(base > 0))) {
     throw new RangeError('lead law: acceptableBacklogBytes and baseBytesPerSec must be > 0');
   }
+}
+
+/**
+ * The relay keeps up when its backlog is at most a second of its own drain, or 1% of the
+ * memory target (a trickle of writes leaves an event or two waiting whatever the drain can
+ * do); undefined: it does not say.
+ */
+function keepsUp(backlog: LawInput['backlog']): boolean | undefined {
+  if (!backlog || !(backlog.bytes >= 0) || !(backlog.drainBytesPerSec >= 0)) return undefined;
+  const slack = Math.max(backlog.drainBytesPerSec, KEEPING_UP_SHARE * (backlog.targetBytes ?? 0));
+  return backlog.bytes <= slack;
 }
 
 /**
@@ -124,6 +176,24 @@ export function createLeadLaw(params: Partial<LeadLawParams> = {}): ControlLaw {
   let slope = 0;
   let m = 1;
   let published = 1;
+  let jumpSeen = false;
+  let band: Band = { lo: p.uLo, hi: p.uHi };
+  const probe = new PlateauProbe({
+    uLo: p.uLo,
+    uHi: p.uHi,
+    minWidthU: p.minBandU,
+    uCeil: p.uEmerg,
+    firstStepM: p.probeStepM,
+    windowSec: p.probeHoldSec,
+    mMin: p.mMin,
+    blind: p.probeBlind > 0,
+    keepShare: 0.5,
+    minGainM: PROBE_MIN_GAIN_M,
+    riseU: PROBE_RISE_U,
+    enoughM: 0.95,
+    backoffSec: p.probeHoldSec,
+    maxBackoffSec: PROBE_MAX_BACKOFF_SEC,
+  });
 
   return lawOf('lead', (input: LawInput, dt: number): LawOutput => {
     const { t, u } = input;
@@ -135,11 +205,16 @@ export function createLeadLaw(params: Partial<LeadLawParams> = {}): ControlLaw {
       ubar += ewmaWeight(dt, p.tauSec) * (u - ubar);
       slope += ewmaWeight(dt, p.slopeTauSec) * ((ubar - previous) / dt - slope);
     }
+    // A jump well above the filter is acted on at once, less the margin noise never reaches,
+    // once the next sample confirms it: one high sample is a read of the moment (a young
+    // generation about to be collected), a spike is a jump that persists.
+    const jumping = u - p.jumpU > ubar;
+    const jump = jumping && jumpSeen;
+    jumpSeen = jumping;
     // Anticipate rises only: a falling slope must not hand out quota before memory is back.
-    // A jump well above the filter is acted on at once, less the margin that noise never reaches.
-    const uhat = Math.max(ubar + Math.max(0, slope) * p.leadSec, u - p.jumpU);
-    const x = clamp((uhat - p.uLo) / (p.uHi - p.uLo), 0, 1);
-    const mMemory = 1 - (1 - p.mMin) * x;
+    const uhat = Math.max(ubar + Math.max(0, slope) * p.leadSec, jump ? u - p.jumpU : 0);
+    const mMemory = bandMultiplier(uhat, band, p.mMin);
+    band = probe.update(t, dt, ubar, mMemory, keepsUp(input.backlog));
     const mBacklog = backlogLaw ? backlogMultiplier(input.backlog, backlogLaw) : 1;
     const mode = latch.update(t, u);
     const goal = mode === 'emergency' ? p.mMin : Math.min(mMemory, mBacklog);

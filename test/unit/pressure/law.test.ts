@@ -143,6 +143,101 @@ for (const law of TARGETED) {
   });
 }
 
+/**
+ * A relay's memory is not a smooth plant: a collected heap saw-tooths with the bytes written,
+ * collections come early at random, and a heap or pool grows once and is never given back.
+ * Peaks count the garbage (the kernel does); settling and oscillation are judged on the memory
+ * the law can act on (uLive: less the garbage), since no write quota removes a collector's
+ * teeth.
+ */
+const HEADROOM = DEFAULT_PLANT_PARAMS.targetBytes - DEFAULT_PLANT_PARAMS.baselineBytes;
+const NOISY_PLANTS: [string, Partial<PlantParams>, Partial<SimOptions>][] = [
+  [
+    'a saw-tooth up to a quarter of the headroom',
+    { garbagePerByte: 0.5, garbageMaxBytes: 0.25 * HEADROOM, gcDropsPerSec: 0.02 },
+    {},
+  ],
+  [
+    'a saw-tooth up to half the headroom, collections at random, 1% sampling noise',
+    { noise: 0.01, garbagePerByte: 0.5, garbageMaxBytes: 0.5 * HEADROOM, gcDropsPerSec: 0.2 },
+    {},
+  ],
+  [
+    'a heap grown to 0.8 of the headroom and kept, with its own teeth (the relay tells its backlog)',
+    {
+      poolPerByte: 1,
+      poolMaxBytes: 0.8 * HEADROOM,
+      garbagePerByte: 0.5,
+      garbageMaxBytes: 0.05 * HEADROOM,
+      gcDropsPerSec: 0.05,
+    },
+    { feedBacklog: true },
+  ],
+];
+
+for (const law of TARGETED) {
+  describe(`${law} law on plants with allocation noise`, BOUND, () => {
+    for (const [name, plant, options] of NOISY_PLANTS) {
+      it(`meets every target with ${name}`, () => {
+        assertMeetsTargets(run(makeLaw(law), plant, options).summary);
+      });
+      it(`meets every target with ${name}, under the adaptive pace`, () => {
+        const pace = new TickPace(paceParams(500, 50, 0.7));
+        assertMeetsTargets(run(makeLaw(law), plant, { ...options, pace }).summary);
+      });
+    }
+
+    it('holds memory but follows the teeth of a slow saw-tooth of half the headroom', () => {
+      // Regular teeth of 0.2 x target every ~50 s: peaks, emergencies and acceptance hold;
+      // m moves with memory the kernel counts (p2p about 0.45), so the oscillation and
+      // settling targets are not met on this plant (docs/PRESSURE.md says so).
+      const s = run(makeLaw(law), {
+        garbagePerByte: 0.5,
+        garbageMaxBytes: 0.5 * HEADROOM,
+        gcDropsPerSec: 0.02,
+      }).summary;
+      assert.ok(s.peakOverBandTop <= 1.05, `peak ${s.peakOverBandTop}`);
+      assert.equal(s.emergencyEntries, 0);
+      assert.ok(s.acceptedRatio >= 0.85, `accepted ${s.acceptedRatio}`);
+    });
+  });
+}
+
+describe('lead law over a plateau of memory writes do not move', BOUND, () => {
+  // Writes offered at 0.9 x the drain (the node keeps up), and a heap that grew to 0.8 or all
+  // of the headroom in the first writes and is never given back: the fleet's healthy nodes.
+  const plateau = (share: number): Partial<PlantParams> => ({
+    poolPerByte: 1,
+    poolMaxBytes: share * HEADROOM,
+    garbagePerByte: 0.5,
+    garbageMaxBytes: 0.05 * HEADROOM,
+    gcDropsPerSec: 0.05,
+  });
+  const underDrain = overloadStep({
+    sustainableBytesPerSec: DRAIN,
+    factor: 0.9,
+    quietFactor: 0.9,
+    startSec: 30,
+    overloadSec: 180,
+  });
+
+  for (const share of [0.8, 1]) {
+    it(`admits what the node keeps up with when the plateau is ${share} of the headroom`, () => {
+      const told = run(createLeadLaw(), plateau(share), { feedBacklog: true }, underDrain);
+      assert.ok(told.summary.acceptedRatio >= 0.95, `accepted ${told.summary.acceptedRatio}`);
+      assert.equal(told.summary.emergencyEntries, 0);
+      // Without the probe the level alone pins m: the collapse the fleet showed.
+      const pinned = run(
+        createLeadLaw({ probeStepM: 0 }),
+        plateau(share),
+        { feedBacklog: true },
+        underDrain,
+      );
+      assert.ok(pinned.summary.acceptedRatio < 0.75, `no probe: ${pinned.summary.acceptedRatio}`);
+    });
+  }
+});
+
 describe('lead law against the notes’ parameters', BOUND, () => {
   it('beats the notes’ starting point (H 8 s, band 0.8-1.0, rUp 0.05/s) on a fast plant', () => {
     // Same law, the notes' parameters: the long look-ahead extrapolates a ramp that has
@@ -221,23 +316,34 @@ for (const law of TARGETED) {
 }
 
 describe('jump term', BOUND, () => {
-  /** m after `ticks` 50 ms samples of 0.76, then the first sample of 0.90. */
-  const afterJump = (params = {}) => {
+  /** m after `ticks` 50 ms samples of 0.76, then `jump` samples of 0.90 (and one more of 0.76). */
+  const afterJump = (params = {}, jump = 2) => {
     const law = createLeadLaw(params);
     let t = 0;
     let before = 1;
     for (; t < 30; t += 0.05) before = law.step({ t, u: 0.76 }).m;
-    return { before, after: law.step({ t, u: 0.9 }) };
+    const seen = [];
+    for (let i = 0; i < jump; i++, t += 0.05) seen.push(law.step({ t, u: 0.9 }));
+    const back = law.step({ t, u: 0.76 });
+    return { before, first: seen[0]!, second: seen[1], back };
   };
 
-  it('acts on a spike at the first sample that sees it', () => {
-    const { before, after } = afterJump();
+  it('acts on a spike at the second sample that sees it: a jump that persists', () => {
+    const { before, first, second } = afterJump();
     assert.equal(before, 0.8);
-    assert.ok(after.uhat >= 0.85 - 1e-9, `uhat ${after.uhat}`);
-    assert.ok(after.m <= 0.5, `m ${after.m}`);
-    // Without it the 1.5 s filter and the slope move m one grid step at most on that sample.
-    const off = afterJump({ jumpU: 1e9 }).after;
-    assert.ok(off.m >= 0.75, `filter alone: m ${off.m}`);
+    assert.ok(second!.uhat >= 0.85 - 1e-9, `uhat ${second!.uhat}`);
+    assert.ok(second!.m <= 0.5, `m ${second!.m}`);
+    // The first sample alone is no jump yet: the 1.5 s filter and the slope move m one grid
+    // step at most on it, and the filter alone two on the second.
+    assert.ok(first.m >= 0.75, `first sample: m ${first.m}`);
+    const off = afterJump({ jumpU: 1e9 }).second!;
+    assert.ok(off.m >= 0.7 - 1e-9, `filter alone: m ${off.m}`);
+  });
+
+  it('does not act on one high sample (a read in the middle of a collection)', () => {
+    const { first, back } = afterJump({}, 1);
+    assert.ok(first.m >= 0.75, `m ${first.m}`);
+    assert.ok(back.m >= 0.75, `m ${back.m}`);
   });
 
   it('is never tripped by noise, and a ramp is predicted above its samples anyway', () => {
