@@ -104,6 +104,10 @@ export interface FleetSample {
 
 export interface FleetModeResult {
   mode: RoutingMode;
+  /** Target = idle + this (bytes). */
+  headroomBytes: number;
+  /** The sick node's drain after the cut, as a share of the others'. */
+  degradeFactor: number;
   eventBytes: number;
   offeredPerSec: number;
   quotaPerSecPerWriter: number;
@@ -126,6 +130,8 @@ export interface FleetModeResult {
   /** Answers other than 2xx and 429, and connection errors, all kinds together. */
   clientErrors: number;
   samples: FleetSample[];
+  /** The machine's 1-minute load average as the mode started and as it ended. */
+  loadAverage: [number, number];
 }
 
 interface Writer {
@@ -219,6 +225,7 @@ export async function runFleetMode(
 ): Promise<FleetModeResult> {
   const started: SluiceProcess[] = [];
   const dirs: string[] = [];
+  const loadAtStart = os.loadavg()[0]!;
   const scratch = (prefix: string) => {
     const dir = mkdtempSync(path.join(os.tmpdir(), prefix));
     dirs.push(dir);
@@ -458,6 +465,8 @@ export async function runFleetMode(
     const otherCount = Object.values(answers.other).reduce((a, b) => a + b, 0);
     const result: FleetModeResult = {
       mode,
+      headroomBytes: opts.headroomBytes,
+      degradeFactor: opts.degradeFactor,
       eventBytes,
       offeredPerSec,
       quotaPerSecPerWriter,
@@ -475,6 +484,7 @@ export async function runFleetMode(
       answers,
       clientErrors: answers.shed503 + otherCount + answers.errors,
       samples,
+      loadAverage: [loadAtStart, os.loadavg()[0]!],
     };
     log(
       `${mode}: accepted ${result.acceptedShareOfSustainable.toFixed(2)} of the remaining ` +
@@ -514,15 +524,15 @@ const fixed = (x: number, d = 2) => x.toFixed(d);
 /** The table of docs/BENCHMARKS.md. */
 export function formatFleetTable(results: FleetModeResult[]): string {
   const rows = [
-    '| routing | accepted / remaining sustainable | of which into memory | through the drains | accepted per node (a / b / sick c), events/s | sick node peak / target | healthy peak / target | 429 | client errors other than 429 | offers not sent (writer at its in-flight bound) |',
-    '|---|---|---|---|---|---|---|---|---|---|',
+    '| headroom | sick drain | routing | accepted / remaining sustainable | of which into memory | through the drains | accepted per node (a / b / sick c), events/s | sick node peak / target | healthy peak / target | 429 | client errors other than 429 | offers not sent (writer at its in-flight bound) |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|',
   ];
   for (const r of results) {
     const other = Object.entries(r.answers.other).map(([s, n]) => `${n} x ${s}`);
     if (r.answers.shed503) other.push(`${r.answers.shed503} x 503 at m = 0`);
     if (r.answers.errors) other.push(`${r.answers.errors} connection errors`);
     rows.push(
-      `| ${r.mode} | ${fixed(r.acceptedShareOfSustainable)} (${fixed(r.acceptedInWindowPerSec, 1)} of ${fixed(r.sustainableAfterPerSec, 1)}/s) | ${fixed(r.intoMemoryPerSec / r.sustainableAfterPerSec)} | ${fixed((r.acceptedInWindowPerSec - r.intoMemoryPerSec) / r.sustainableAfterPerSec)} | ${r.acceptedPerNodePerSec.map((x) => fixed(x, 1)).join(' / ')} | ${fixed(r.sickPeakOverTarget)} | ${fixed(r.healthyPeakOverTarget)} | ${r.answers.limited429} | ${r.clientErrors}${other.length ? ` (${other.join(', ')})` : ''} | ${r.answers.notSent} |`,
+      `| ${fixed(r.headroomBytes / MiB, 0)} MiB | ${r.degradeFactor} | ${r.mode} | ${fixed(r.acceptedShareOfSustainable)} (${fixed(r.acceptedInWindowPerSec, 1)} of ${fixed(r.sustainableAfterPerSec, 1)}/s) | ${fixed(r.intoMemoryPerSec / r.sustainableAfterPerSec)} | ${fixed((r.acceptedInWindowPerSec - r.intoMemoryPerSec) / r.sustainableAfterPerSec)} | ${r.acceptedPerNodePerSec.map((x) => fixed(x, 1)).join(' / ')} | ${fixed(r.sickPeakOverTarget)} | ${fixed(r.healthyPeakOverTarget)} | ${r.answers.limited429} | ${r.clientErrors}${other.length ? ` (${other.join(', ')})` : ''} | ${r.answers.notSent} |`,
     );
   }
   return rows.join('\n');

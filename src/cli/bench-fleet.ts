@@ -14,8 +14,8 @@ interface FleetFlags {
   seconds: number;
   degradeAt: number;
   settle: number;
-  headroomMib: number;
-  degradeFactor: number;
+  headroomMib: number[];
+  degradeFactor: number[];
   quotaPerSec?: number;
   out?: string;
 }
@@ -28,6 +28,11 @@ function routingModes(value: string): RoutingMode[] {
     }
   }
   return modes as RoutingMode[];
+}
+
+/** A comma-separated list of numbers, each read by `one`. */
+function numbers(one: (value: string) => number) {
+  return (value: string): number[] => value.split(',').map((item) => one(item.trim()));
 }
 
 function shareOption(value: string): number {
@@ -51,12 +56,17 @@ export function registerFleetBench(bench: Command): void {
     .option('--seconds <s>', 'seconds per mode', positiveInt, 90)
     .option('--degrade-at <s>', "when the sick node's drain is cut", positiveInt, 20)
     .option('--settle <s>', 'seconds after the cut before the measured window', positiveInt, 20)
-    .option('--headroom-mib <n>', 'target = idle + this many MiB', positiveInt, 64)
     .option(
-      '--degrade-factor <x>',
-      "the sick node's drain after the cut, as a share of the others'",
-      shareOption,
-      0.25,
+      '--headroom-mib <list>',
+      'target = idle + this many MiB; a list runs each (e.g. 24,64,256)',
+      numbers(positiveInt),
+      [64],
+    )
+    .option(
+      '--degrade-factor <list>',
+      "the sick node's drain after the cut, as a share of the others'; a list runs each",
+      numbers(shareOption),
+      [0.25],
     )
     .option(
       '--quota-per-sec <n>',
@@ -84,24 +94,30 @@ export function registerFleetBench(bench: Command): void {
         seconds: flags.seconds,
         degradeAtSec: flags.degradeAt,
         settleSec: flags.settle,
-        headroomBytes: flags.headroomMib * 1024 * 1024,
-        degradeFactor: flags.degradeFactor,
         ...(flags.quotaPerSec ? { quotaPerSec: flags.quotaPerSec } : {}),
         valkey: { client: flags.valkeyClient, nodes: [valkey] },
       };
       const problem = fleetWindowProblem(opts);
       if (problem) throw new Error(problem);
-      let results;
+      const results = [];
       try {
         if (own) await startInstance(own, quiet, env);
-        results = await runFleetBench(opts, env, log);
+        for (const mib of flags.headroomMib) {
+          for (const degradeFactor of flags.degradeFactor) {
+            const headroomBytes = mib * 1024 * 1024;
+            log(`fleet: headroom ${mib} MiB, sick node drained to ${degradeFactor}`);
+            results.push(
+              ...(await runFleetBench({ ...opts, headroomBytes, degradeFactor }, env, log)),
+            );
+          }
+        }
       } finally {
         if (own) await stopInstance(own, quiet, env).catch(() => undefined);
       }
       const outDir = flags.out ?? defaultResultsDir();
       const file = writeResult(outDir, 'fleet-bench.json', 'fleet-bench', {
         command: `sluice ${process.argv.slice(2).join(' ')}`,
-        options: opts,
+        options: { ...opts, headroomMib: flags.headroomMib, degradeFactors: flags.degradeFactor },
         note: 'relays, feeds, gateways, writers and Valkey share this machine',
         results,
       });
