@@ -125,7 +125,10 @@ export function registerStepBench(bench: Command): void {
         results,
       });
       const table = formatStepTable(results, opts);
-      writeFileSync(path.join(outDir, 'step-bench.md'), `\`${command}\`\n\n${table}\n`);
+      const defs = Object.entries(STEP_DEFINITIONS)
+        .map(([k, v]) => `- \`${k}\`: ${v}`)
+        .join('\n');
+      writeFileSync(path.join(outDir, 'step-bench.md'), `\`${command}\`\n\n${table}\n\n${defs}\n`);
       console.log(table);
       console.log(`\nresults: ${file}`);
     });

@@ -120,14 +120,19 @@ export interface StepArmResult {
   uBefore: number | null;
   mBefore: number | null;
   emergencyEntries: number;
+  /** Answers by kind; notSent: offers past the in-flight bound (the writer's own limit). */
   answers: {
     ok2xx: number;
     limited429: number;
     other: Record<string, number>;
     errors: number;
     notSent: number;
+    /** The first few distinct answers other than 2xx and 429 (status and body, or error). */
+    examples: string[];
   };
   missedSamples: number;
+  /** The machine's 1-minute load average at the arm's start and end (it is shared). */
+  loadAverage: { start: number; end: number };
   series: StepSeriesRecord;
 }
 
@@ -170,6 +175,7 @@ export async function runStepArm(
   log: (line: string) => void,
 ): Promise<StepArmResult> {
   const started: SluiceProcess[] = [];
+  const loadStart = os.loadavg()[0]!;
   const configDir = mkdtempSync(path.join(os.tmpdir(), 'sluice-step-gw-'));
   const agent = new http.Agent({ keepAlive: true, maxSockets: MAX_IN_FLIGHT });
   let stop = false;
@@ -250,6 +256,7 @@ export async function runStepArm(
       other: {},
       errors: 0,
       notSent: 0,
+      examples: [],
     };
     let accepted = 0;
     let inFlight = 0;
@@ -274,14 +281,23 @@ export async function runStepArm(
         const p = postEvent(`${gateways[serial % 2]!.url}/events`, nextEvent(), WRITER_FROM, {
           agent,
           timeoutMs: 30_000,
-        }).then(({ status }) => {
+        }).then(({ status, body, error }) => {
           inFlight--;
           if (status >= 200 && status < 300) {
             answers.ok2xx++;
             accepted++;
-          } else if (status === 429) answers.limited429++;
-          else if (status === 0) answers.errors++;
+            return;
+          }
+          if (status === 429) {
+            answers.limited429++;
+            return;
+          }
+          if (status === 0) answers.errors++;
           else answers.other[status] = (answers.other[status] ?? 0) + 1;
+          const example = `${status} ${(error ?? body).slice(0, 200)}`;
+          if (answers.examples.length < 5 && !answers.examples.includes(example)) {
+            answers.examples.push(example);
+          }
         });
         pending.add(p);
         void p.finally(() => pending.delete(p));
@@ -399,6 +415,7 @@ export async function runStepArm(
       emergencyEntries: entries,
       answers,
       missedSamples,
+      loadAverage: { start: loadStart, end: os.loadavg()[0]! },
       series,
     };
   } finally {
@@ -433,8 +450,8 @@ const DISTURBANCE_TEXT = (r: StepArmResult, o: StepBenchOptions): string =>
 /** The table of docs/BENCHMARKS.md: one row per law and disturbance. */
 export function formatStepTable(results: StepArmResult[], o: StepBenchOptions): string {
   const lines = [
-    '| law | disturbance | u before | peak memory / target (s after onset) | settling time s (±0.05 of steady u) | steady u (m) | steady-state error (u - 1) | 90% of sustainable accepted after s | emergency entries | 2xx / 429 / other |',
-    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
+    '| law | disturbance | u before | peak memory / target (s after onset) | settling time s (±0.05 of steady u) | steady u (m) | steady-state error (u - 1) | 90% accepted after s | emergency entries | 2xx / 429 / other (offers not sent) | load avg |',
+    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
   ];
   for (const r of results) {
     const f = r.figures;
@@ -445,7 +462,8 @@ export function formatStepTable(results: StepArmResult[], o: StepBenchOptions): 
         `${figureText(f.settleSec)} | ` +
         `${f.steadyU?.toFixed(3) ?? 'n/a'} (${f.steadyM?.toFixed(2) ?? 'n/a'}) | ` +
         `${figureText(f.steadyStateError, 3, 'n/a')} | ${figureText(f.recover90Sec)} | ` +
-        `${r.emergencyEntries} | ${r.answers.ok2xx} / ${r.answers.limited429} / ${other} |`,
+        `${r.emergencyEntries} | ${r.answers.ok2xx} / ${r.answers.limited429} / ${other} ` +
+        `(${r.answers.notSent}) | ${r.loadAverage.start.toFixed(1)} |`,
     );
   }
   return lines.join('\n');
