@@ -78,12 +78,7 @@ export function registerStepBench(bench: Command): void {
     .option('--spike-share <x>', 'spike: this share of what is left below target', share, 0.6)
     .option('--spike-hold-sec <s>', 'spike: seconds the allocation is held', positiveNumber, 10)
     .option('--degrade-factor <x>', 'degrade: the drain after the cut, as a share', share, 0.25)
-    .option(
-      '--pre-sec <s>',
-      'seconds before the disturbance (the level is lifted 3 s in)',
-      positiveNumber,
-      10,
-    )
+    .option('--pre-sec <s>', 'seconds of the writer before the disturbance', positiveNumber, 10)
     .option('--watch-sec <s>', 'seconds watched after its onset', positiveNumber, 40)
     .option('--tick-ms <n>', "the feed's tick", positiveInt, 500)
     .option('--valkey <host:port>', 'a standalone Valkey to use (default: start one)')

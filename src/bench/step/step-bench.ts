@@ -36,8 +36,6 @@ const SAMPLE_MS = 250;
 const MAX_IN_FLIGHT = 64;
 /** The writer's address: the gateway tells clients apart by address. */
 const WRITER_FROM = '127.0.40.1';
-/** When the level is lifted (seconds after the writer starts, at most half of preSec). */
-const LIFT_AT_SEC = 3;
 
 export type Disturbance = 'step' | 'spike' | 'degrade';
 export const DISTURBANCES: readonly Disturbance[] = ['step', 'spike', 'degrade'];
@@ -191,6 +189,11 @@ export async function runStepArm(
       getJson<{ rssAnonBytes: number; backlogBytes: number }>(`${relay.url}/stats`);
     const idle = (await stats()).rssAnonBytes;
     const target = idle + o.headroomBytes;
+    // The level: an allocation the relay holds for the whole arm, made before its feed starts,
+    // so that the law sees it as where the relay stands, not as a spike to react to.
+    const levelBytes = o.level > 0 ? Math.round(Math.max(0, o.level * target - idle)) : 0;
+    if (levelBytes > 0)
+      await relayAdmin(relay.url, 'spike', { bytes: levelBytes, holdMs: 600_000 });
     const valkeyView = {
       client: o.valkeyClient,
       mode: 'standalone' as const,
@@ -319,22 +322,9 @@ export async function runStepArm(
     let disturbed = false;
     let missedSamples = 0;
     let disturbing: Promise<void> = Promise.resolve();
-    // The level: an allocation the relay holds for the whole arm, made once the writer has
-    // run for a while (the relay's heap grows under its first writes), so that the
-    // disturbance starts from `level` x target.
-    let levelBytes = 0;
-    let lifted = o.level <= 0;
     while (now() < end) {
       await sleep(SAMPLE_MS - ((Date.now() - t0) % SAMPLE_MS));
       const t = now();
-      if (!lifted && t >= Math.min(LIFT_AT_SEC, onset / 2)) {
-        lifted = true;
-        levelBytes = Math.max(0, Math.round(o.level * target - (await stats()).rssAnonBytes));
-        if (levelBytes > 0) {
-          marks.push({ t, text: `level ${o.level}` });
-          await relayAdmin(relay.url, 'spike', { bytes: levelBytes, holdMs: 600_000 });
-        }
-      }
       if (!disturbed && t >= onset) {
         disturbed = true;
         if (disturbance === 'step') {
