@@ -138,5 +138,5 @@ const STEP_DEFINITIONS = {
     'seconds from the onset until u enters steadyU ± 0.05 (5% of target) and stays inside to the end; null (with why) unless that stretch covers the last 10 s',
   steadyStateError: 'steadyU - 1, once settled',
   recover90Sec:
-    'seconds from recoverFrom (the onset; for a spike its release) until the accepted rate, averaged over the trailing 2 s, is at or above 0.9 x min(offered, sustainable after the disturbance) and stays there to the end, at least 5 s; 0 if it never fell below',
+    'seconds from recoverFrom (the onset; for a spike its release) until the accepted rate, averaged over the trailing 5 s (none of them before recoverFrom), is at or above 0.9 x min(offered, sustainable after the disturbance) and stays there to the end, at least 5 s; 0 if it never fell below',
 };

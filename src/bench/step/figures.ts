@@ -58,7 +58,9 @@ export interface FigureOptions {
 export const FIGURE_DEFAULTS: FigureOptions = {
   band: 0.05,
   steadySec: 10,
-  rateWindowSec: 2,
+  // A per-second quota scaled by a multiplier on a 0.05 grid admits in steps: over 2 s the
+  // rate at steady state still swings by a step or two, over 5 s it is the rate.
+  rateWindowSec: 5,
   holdSec: 5,
 };
 
