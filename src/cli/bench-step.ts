@@ -1,7 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
-import type { Disturbance } from '../bench/step/step-bench.js';
+import type { Disturbance, StepArmResult, StepBenchOptions } from '../bench/step/step-bench.js';
 import { LAW_NAMES } from '../pressure/laws/registry.js';
 import type { LawName } from '../pressure/laws/registry.js';
 import { parseNodeAddress } from '../store/options.js';
@@ -35,6 +35,7 @@ interface StepFlags {
   valkey?: string;
   valkeyClient: ClientKind;
   out?: string;
+  from?: string;
 }
 
 /** `sluice bench step`: each law's step response to a flood, a spike and a degraded drain. */
@@ -84,10 +85,47 @@ export function registerStepBench(bench: Command): void {
     .option('--valkey <host:port>', 'a standalone Valkey to use (default: start one)')
     .addOption(valkeyClientOption('Valkey client of the feed and gateways', 'ioredis'))
     .option('--out <dir>', 'results directory (default results/<timestamp>)')
+    .option(
+      '--from <step-bench.json>',
+      "run nothing: compute the figures and the table again from that file's recorded series " +
+        '(into --out, by default beside it)',
+    )
     .action(async (flags: StepFlags) => {
-      const { STEP_DEFAULTS, formatStepTable, runStepBench } =
+      const { STEP_DEFAULTS, formatStepTable, refigure, runStepBench } =
         await import('../bench/step/step-bench.js');
       const { defaultResultsDir, writeResult } = await import('../bench/results.js');
+      const writeTable = (outDir: string, command: string, table: string) => {
+        const defs = Object.entries(STEP_DEFINITIONS)
+          .map(([k, v]) => `- \`${k}\`: ${v}`)
+          .join('\n');
+        writeFileSync(
+          path.join(outDir, 'step-bench.md'),
+          `\`${command}\`\n\n${table}\n\n${defs}\n`,
+        );
+        console.log(table);
+      };
+      if (flags.from) {
+        const { readFileSync } = await import('node:fs');
+        const old = JSON.parse(readFileSync(flags.from, 'utf8')) as {
+          command: string;
+          options: StepBenchOptions;
+          note?: string;
+          results: StepArmResult[];
+        };
+        const results = old.results.map(refigure);
+        const outDir = flags.out ?? path.dirname(flags.from);
+        const file = writeResult(outDir, 'step-bench.json', 'step-bench', {
+          command: old.command,
+          refigured: `sluice ${process.argv.slice(2).join(' ')}`,
+          options: old.options,
+          definitions: STEP_DEFINITIONS,
+          note: old.note,
+          results,
+        });
+        writeTable(outDir, old.command, formatStepTable(results, old.options));
+        console.log(`\nresults: ${file}`);
+        return;
+      }
       const opts = {
         ...STEP_DEFAULTS,
         laws: flags.laws as LawName[],
@@ -119,12 +157,7 @@ export function registerStepBench(bench: Command): void {
         note: 'relay, feed, two gateways, Valkey and the writer share this machine',
         results,
       });
-      const table = formatStepTable(results, opts);
-      const defs = Object.entries(STEP_DEFINITIONS)
-        .map(([k, v]) => `- \`${k}\`: ${v}`)
-        .join('\n');
-      writeFileSync(path.join(outDir, 'step-bench.md'), `\`${command}\`\n\n${table}\n\n${defs}\n`);
-      console.log(table);
+      writeTable(outDir, command, formatStepTable(results, opts));
       console.log(`\nresults: ${file}`);
     });
 }
@@ -138,5 +171,5 @@ const STEP_DEFINITIONS = {
     'seconds from the onset until u enters steadyU ± 0.05 (5% of target) and stays inside to the end; null (with why) unless that stretch covers the last 10 s',
   steadyStateError: 'steadyU - 1, once settled',
   recover90Sec:
-    'seconds from recoverFrom (the onset; for a spike its release) until the accepted rate, averaged over the trailing 5 s (none of them before recoverFrom), is at or above 0.9 x min(offered, sustainable after the disturbance) and stays there to the end, at least 5 s; 0 if it never fell below',
+    'seconds from recoverFrom (the onset; for a spike its release) until the accepted rate, averaged over the trailing 5 s (none of them before recoverFrom), is at or above 0.9 x min(offered, sustainable after the disturbance; for a spike also what was accepted over the 5 s before it) and stays there to the end, at least 5 s; 0 if it never fell below',
 };

@@ -213,6 +213,7 @@ function recoverTime(series: StepSeries, w: StepWindow, o: FigureOptions): Figur
     };
   }
   const thr = w.recoverRatePerSec;
+  if (!Number.isFinite(thr)) return { value: null, why: 'no rate to recover to' };
   const lastRate = rates[rates.length - 1]!;
   if (lastRate.r < thr) {
     return {

@@ -108,6 +108,8 @@ export interface StepArmResult {
   sustainableAfterPerSec: number;
   offeredBeforePerSec: number;
   offeredAfterPerSec: number;
+  /** Writes/s accepted over the 5 s before the onset (null: fewer than 2 s of samples). */
+  acceptedBeforePerSec: number | null;
   quotaPerSec: number;
   spikeBytes: number | null;
   window: StepWindow;
@@ -161,6 +163,56 @@ async function untilTrusted(gateways: BenchGateway[]): Promise<void> {
     if (Date.now() > deadline) throw new Error('the gateways did not reach multiplier 1 in 30 s');
     await sleep(250);
   }
+}
+
+/** Writes/s accepted over the `sec` seconds before the onset (null: under 2 s of samples). */
+export function rateBefore(
+  series: Pick<StepSeriesRecord, 't' | 'accepted'>,
+  onset: number,
+  sec = 5,
+): number | null {
+  const idx = series.t
+    .map((t, i) => [t, i] as const)
+    .filter(([t]) => t >= onset - sec && t < onset);
+  if (idx.length < 2) return null;
+  const [t0, i0] = idx[0]!;
+  const [t1, i1] = idx[idx.length - 1]!;
+  if (t1 - t0 < 2) return null;
+  return (series.accepted[i1]! - series.accepted[i0]!) / (t1 - t0);
+}
+
+/**
+ * The accepted rate that counts as recovered: 90% of what the node sustains after the
+ * disturbance, or of what is offered if less; after a spike (the drain unchanged, the offer
+ * the same) also no more than 90% of what was accepted before it, which is what this machine
+ * carried through the gateways with the loop at rest.
+ */
+export function recoverRate(
+  disturbance: Disturbance,
+  offeredAfterPerSec: number,
+  sustainableAfterPerSec: number,
+  acceptedBeforePerSec: number | null,
+): number {
+  const before = disturbance === 'spike' && acceptedBeforePerSec !== null;
+  return (
+    0.9 *
+    Math.min(offeredAfterPerSec, sustainableAfterPerSec, before ? acceptedBeforePerSec : Infinity)
+  );
+}
+
+/** The figures again from a result's recorded series (after a definition changed). */
+export function refigure(r: StepArmResult): StepArmResult {
+  const acceptedBeforePerSec = rateBefore(r.series, r.window.onset);
+  const window: StepWindow = {
+    ...r.window,
+    recoverRatePerSec: recoverRate(
+      r.disturbance,
+      r.offeredAfterPerSec,
+      r.sustainableAfterPerSec,
+      acceptedBeforePerSec,
+    ),
+  };
+  return { ...r, acceptedBeforePerSec, window, figures: stepFigures(r.series, window) };
 }
 
 /** One law against one disturbance, on fresh processes. */
@@ -371,11 +423,17 @@ export async function runStepArm(
     await Promise.all([...pending]);
 
     const iBefore = series.t.filter((t) => t < onset).length - 1;
+    const acceptedBeforePerSec = rateBefore(series, onset);
     const window: StepWindow = {
       onset,
       end,
       recoverFrom,
-      recoverRatePerSec: 0.9 * Math.min(offeredAfterPerSec, sustainableAfterPerSec),
+      recoverRatePerSec: recoverRate(
+        disturbance,
+        offeredAfterPerSec,
+        sustainableAfterPerSec,
+        acceptedBeforePerSec,
+      ),
     };
     const figures = stepFigures(series, window);
     const { entries } = await emergencyTransitions(feed);
@@ -395,6 +453,7 @@ export async function runStepArm(
       sustainableAfterPerSec,
       offeredBeforePerSec,
       offeredAfterPerSec,
+      acceptedBeforePerSec,
       quotaPerSec,
       spikeBytes,
       window,
