@@ -49,7 +49,8 @@ def analyse(results_dir: Path) -> Report:
         others = [p.name for p in other_json_files(results_dir)]
         note = (f" ({fmt.plural(len(others), 'other .json file')} ignored, not named like a run: "
                 f"{', '.join(others)})" if others else "")
-        raise ReportError(f"no run files (*_run<N>.json) in {results_dir}{note}")
+        raise ReportError(f"no run files (*_run<N>.json) in {results_dir}, nor a file of "
+                          f"bench oom, spike, fleet or step{note}")
     rd = load_dir(results_dir)
     if not rd.runs and not pressure:
         reasons = "; ".join(f"{u.file}: {u.reason}" for u in rd.unreadable)
