@@ -510,9 +510,9 @@ def pressure_run(run: PressureRun) -> Built:
                                         "linear"),
                 hovertemplate=f"{node.name}<br>t %{{x:.2f}} s<br>{key} %{{y:.3f}}<extra></extra>"),
                 row=row, col=1)
-    fig.add_hline(y=1.0, line=dict(color="#c00", width=1.2, dash="dash"), row=1, col=1,
+    fig.add_hline(y=1.0, line=dict(color="#222", width=1.4, dash="dash"), row=1, col=1,
                   annotation_text="target", annotation_position="top left",
-                  annotation_font=dict(size=10, color="#c00"))
+                  annotation_font=dict(size=10, color="#222"))
     for t, text in run.marks:
         fig.add_vline(x=t, line=dict(color="#888", width=1, dash="dot"))
         fig.add_annotation(x=t, y=1.0, yref="paper", text=text, showarrow=False,
@@ -525,7 +525,7 @@ def pressure_run(run: PressureRun) -> Built:
     over = [n.name for n in run.nodes if any(u is not None and u > 1 for u in n.u)]
     verdict = (f"Over target: {', '.join(over)} (peak {peak:.2f} x)." if over
                else f"Never over target (peak {peak:.2f} x).")
-    caption = (f"From {run.file}. Memory / target (dashed red line: the target) and the "
+    caption = (f"From {run.file}. Memory / target (the dashed black line is the target) and the "
                "multiplier a gateway applied, per node; dotted lines mark the disturbances. "
                + verdict + (f" {run.note[0].upper()}{run.note[1:]}." if run.note else ""))
     return f"{PRESSURE_TITLE}: {run.title}", caption, fig
