@@ -20,7 +20,7 @@ usage: ./scripts/run-all.sh [options]        (no options on a terminal: a menu)
                           leases on) and :cluster (e.g. iovalkey+lease:cluster), comma- or
                           space-separated; or a group: all | standalone | cluster | lease
                           (default all: the three clients without leases, both topologies)
-  --workload W            light | heavy | both | flood | nostr | adaptive | fleet | spike |
+  --workload W            light | heavy | both | flood | nostr | adaptive | fleet | spike | step |
                           everything, or oom, or a comma list of them (default both); nostr
                           holds its variants (nostr-sender-only, nostr-relay-verified,
                           nostr-gateway-verified, nostr-at-limit, also named alone) and adaptive its laws (adaptive-none|pid|lead). fleet:
@@ -29,7 +29,9 @@ usage: ./scripts/run-all.sh [options]        (no options on a terminal: a menu)
                           on standalone, into <results>/fleet/ (fleet-bench.json,
                           fleet-bench.md). spike: \`sluice bench spike\` (reaction time and peak
                           memory when a relay's memory jumps, the feed's fast tick on and off;
-                          about four minutes, its own table). oom: \`sluice bench oom\`, the
+                          about four minutes, its own table). step: \`sluice bench step\` (each
+                          law's step response to a 3x flood, a spike and a drain cut; about six
+                          minutes, step-bench.json and step-bench.md). oom: \`sluice bench oom\`, the
                           relay inside a memory cgroup with a hard limit (root and a writable
                           cgroup needed), three arms x two floods, about 12 minutes (also with
                           --relay-impl nostr-rs-relay); not part of everything
@@ -90,7 +92,7 @@ menu() {
   echo "sluice benchmark: choose (Enter keeps the default)"
   echo " 1) quick: each client x topology x workload once, short runs, about five minutes"
   echo " 2) standard: light + heavy, 30 s runs, 50 and 100 connections, 3 runs"
-  echo " 3) full: light + heavy + flood + nostr + adaptive + fleet + spike, dynamic durations"
+  echo " 3) full: light + heavy + flood + nostr + adaptive + fleet + spike + step, dynamic durations"
   echo " 4) custom"
   echo " 5) oom: the reference relay in a memory cgroup with a hard limit, under floods (root)"
   read -r -p "mode [1]: " choice
@@ -100,7 +102,7 @@ menu() {
     3) workload=everything ;;
     4)
       read -r -p "clients (all|standalone|cluster|lease|list, e.g. iovalkey+lease:cluster) [all]: " clients
-      read -r -p "workload (light|heavy|both|flood|nostr|adaptive|fleet|spike|everything|oom) [both]: " workload
+      read -r -p "workload (light|heavy|both|flood|nostr|adaptive|fleet|spike|step|everything|oom) [both]: " workload
       read -r -p "duration mode (dynamic|fixed30|fixed120|custom:N) [dynamic]: " duration_mode
       read -r -p "concurrency [50 100]: " concurrency
       read -r -p "runs [3]: " runs
@@ -286,6 +288,14 @@ if needs spike; then
   "${SLUICE[@]}" bench spike "${spike_valkey[@]}" --out "$RESULTS_DIR" || spike_failed=1
 fi
 
+step_failed=0
+if needs step; then
+  say "step response (sluice bench step): each law x flood, spike, drain cut -> $RESULTS_DIR/step-bench.md"
+  step_valkey=()
+  [ -n "$valkey_standalone" ] && step_valkey=(--valkey "$valkey_standalone")
+  "${SLUICE[@]}" bench step "${step_valkey[@]}" --out "$RESULTS_DIR" || step_failed=1
+fi
+
 # The relay in a memory cgroup with a hard limit: its own JSON and table (oom-<relay>.*).
 oom_failed=0
 if needs oom; then
@@ -294,11 +304,13 @@ if needs oom; then
     --out-dir "$RESULTS_DIR" || oom_failed=1
 fi
 
-if [ "$total" -gt 0 ]; then
+# The report also draws the closed-loop benchmarks' memory / target and m over time.
+if [ "$total" -gt 0 ] || [ "${#plan_commands[@]}" -gt 0 ]; then
   say "writing the report"
   .venv/bin/python scripts/generate_report.py "$RESULTS_DIR"
   say "report: $RESULTS_DIR/report.html  csv: $RESULTS_DIR/summary.csv"
 fi
 [ "$fleet_failed" = 0 ] || die "the fleet benchmark failed (see above)"
 [ "$spike_failed" = 0 ] || die "the spike benchmark failed (see above)"
+[ "$step_failed" = 0 ] || die "the step benchmark failed (see above)"
 [ "$oom_failed" = 0 ] || die "sluice bench oom failed (see above)"

@@ -17,6 +17,7 @@ from .aggregate import Config
 from .names import (CEILING, CLIENT_LABELS, CLIENTS, LAW_COLORS, LAW_LABELS, LAWS, PEER, ROLE_COLORS,
                     impl_color, impl_rank, mode_rank, workload_rank)
 from .ratios import best_client, peer_vs_sluice, scenario
+from .pressure import PressureRun
 from .stats import Spread
 
 CONFIG = {"displaylogo": False, "responsive": True,
@@ -51,7 +52,7 @@ class ChartSet:
 def _layout(fig: go.Figure, height: int, **kw) -> None:
     fig.update_layout(
         template="plotly_white", height=height, font=FONT, barmode=kw.pop("barmode", "group"),
-        margin=dict(l=70, r=20, t=60, b=60), hoverlabel=dict(font_size=12),
+        margin=kw.pop("margin", dict(l=70, r=20, t=60, b=60)), hoverlabel=dict(font_size=12),
         legend=dict(orientation="h", yanchor="bottom", y=1.06, xanchor="left", x=0), **kw)
 
 
@@ -486,6 +487,62 @@ BUILDERS: tuple[tuple[str, str, Callable[[list[Config]], Built]], ...] = (
     ("valkey-round-trips", "Valkey round trips per response", valkey_round_trips),
     ("adaptive", "Adaptive scenario over time", adaptive_series),
 )
+
+
+NODE_COLORS = ("#1f77b4", "#2ca02c", "#d62728", "#9467bd", "#ff7f0e", "#8c564b")
+PRESSURE_TITLE = "Memory / target and m over time"
+
+
+def pressure_run(run: PressureRun) -> Built:
+    """One closed-loop run (an OOM arm, a spike arm, a fleet's routing mode, a step): per node,
+    u = memory / target above and the multiplier m below, the target line at 1."""
+    if not run.drawable:
+        return run.why_none or "no samples"
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+                        row_heights=[0.6, 0.4],
+                        subplot_titles=("u = memory / target", "m = multiplier applied"))
+    for i, node in enumerate(run.nodes):
+        color = NODE_COLORS[i % len(NODE_COLORS)]
+        for row, ys, key in ((1, node.u, "u"), (2, node.m, "m")):
+            fig.add_trace(go.Scatter(
+                name=node.name, legendgroup=node.name, showlegend=row == 1, x=node.t, y=ys,
+                mode="lines", line=dict(color=color, width=1.6, shape="hv" if key == "m" else
+                                        "linear"),
+                hovertemplate=f"{node.name}<br>t %{{x:.2f}} s<br>{key} %{{y:.3f}}<extra></extra>"),
+                row=row, col=1)
+    fig.add_hline(y=1.0, line=dict(color="#222", width=1.4, dash="dash"), row=1, col=1,
+                  annotation_text="target", annotation_position="top left",
+                  annotation_font=dict(size=10, color="#222"))
+    for t, text in run.marks:
+        fig.add_vline(x=t, line=dict(color="#888", width=1, dash="dot"))
+        fig.add_annotation(x=t, y=1.0, yref="paper", text=text, showarrow=False,
+                           xanchor="left", yanchor="bottom", font=dict(size=10, color="#555"))
+    peak = max((u for n in run.nodes for u in n.u if u is not None), default=1.0)
+    fig.update_yaxes(title_text="u", row=1, col=1, range=[0, max(1.1, peak * 1.05)])
+    fig.update_yaxes(title_text="m", row=2, col=1, range=[-0.02, 1.05])
+    fig.update_xaxes(title_text="seconds", row=2, col=1)
+    _layout(fig, 440, margin=dict(l=70, r=20, t=80, b=50))
+    over = [n.name for n in run.nodes if any(u is not None and u > 1 for u in n.u)]
+    verdict = (f"Over target: {', '.join(over)} (peak {peak:.2f} x)." if over
+               else f"Never over target (peak {peak:.2f} x).")
+    caption = (f"From {run.file}. Memory / target (the dashed black line is the target) and the "
+               "multiplier a gateway applied, per node; dotted lines mark the disturbances. "
+               + verdict + (f" {run.note[0].upper()}{run.note[1:]}." if run.note else ""))
+    return f"{PRESSURE_TITLE}: {run.title}", caption, fig
+
+
+def pressure_charts(runs: list[PressureRun]) -> ChartSet:
+    """One chart per closed-loop run; a run with nothing to draw is listed with the reason."""
+    charts, omitted = [], []
+    for i, run in enumerate(runs, 1):
+        built = pressure_run(run)
+        if isinstance(built, str):
+            omitted.append(Omitted(f"{PRESSURE_TITLE}: {run.title} ({run.file})", built))
+            continue
+        title, caption, fig = built
+        cid = f"chart-pressure-{i}"
+        charts.append(Chart(cid, title, caption, _html(fig, cid)))
+    return ChartSet(charts, omitted)
 
 
 def build_charts(configs: list[Config],

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Optional
 
 from .aggregate import Config, group
-from .charts import ChartSet, build_charts
+from .charts import ChartSet, build_charts, pressure_charts
 from .csvout import write_summary
 from .findings import Finding, key_findings
 from .header import Header, build_header
@@ -15,6 +15,7 @@ from .headline import Headline
 from .headline import build as build_headline
 from . import fmt
 from .load import ResultsDir, Unreadable, load_dir, other_json_files, run_files
+from .pressure import PressureRun, load_pressure_runs
 from .ratios import apply_ratios
 from .render import render
 
@@ -32,6 +33,7 @@ class Report:
     charts: ChartSet
     warnings: list[str]
     headline: Headline
+    pressure: list[PressureRun]
 
     @property
     def unreadable(self) -> list[Unreadable]:
@@ -41,13 +43,16 @@ class Report:
 def analyse(results_dir: Path) -> Report:
     if not results_dir.is_dir():
         raise ReportError(f"results directory not found: {results_dir}")
-    if not run_files(results_dir):
+    # The closed-loop benchmarks' own files (bench oom, spike, fleet, step): drawn over time.
+    pressure = load_pressure_runs(results_dir)
+    if not run_files(results_dir) and not pressure:
         others = [p.name for p in other_json_files(results_dir)]
         note = (f" ({fmt.plural(len(others), 'other .json file')} ignored, not named like a run: "
                 f"{', '.join(others)})" if others else "")
-        raise ReportError(f"no run files (*_run<N>.json) in {results_dir}{note}")
+        raise ReportError(f"no run files (*_run<N>.json) in {results_dir}, nor a file of "
+                          f"bench oom, spike, fleet or step{note}")
     rd = load_dir(results_dir)
-    if not rd.runs:
+    if not rd.runs and not pressure:
         reasons = "; ".join(f"{u.file}: {u.reason}" for u in rd.unreadable)
         raise ReportError(f"none of the {len(rd.unreadable)} run files in {results_dir} is "
                           f"readable ({reasons})")
@@ -60,7 +65,10 @@ def analyse(results_dir: Path) -> Report:
                 *(w for c in configs for w in c.warnings)]
     findings = key_findings(configs, rd.runs, rd.unreadable, warnings,
                             header.client_comparison)
-    return Report(rd, configs, header, findings, build_charts(configs), warnings, headline)
+    charts = build_charts(configs)
+    drawn = pressure_charts(pressure)
+    charts = ChartSet(charts.charts + drawn.charts, charts.omitted + drawn.omitted)
+    return Report(rd, configs, header, findings, charts, warnings, headline, pressure)
 
 
 def write(report: Report, out_dir: Path) -> tuple[Path, Path]:

@@ -94,6 +94,32 @@ export interface ArmResult {
     otherStatuses: Record<string, number>;
   };
   seconds: number;
+  /**
+   * Over the whole arm, every 100 ms (of the 10 ms polls): seconds since the arm started,
+   * memory / target, and the multiplier each gateway applied. `marks`: each trial's start.
+   */
+  series: { t: number[]; u: number[]; m: number[]; m2: number[] };
+  marks: { t: number; text: string }[];
+}
+
+/** One poll in ten (at most one per 100 ms) of the 10 ms series, t in seconds from `from`. */
+export function thinSeries(
+  series: { t: number; bytes: number; m: number[] }[],
+  from: number,
+  target: number,
+  everyMs = 100,
+): ArmResult['series'] {
+  const out: ArmResult['series'] = { t: [], u: [], m: [], m2: [] };
+  let last = -Infinity;
+  for (const s of series) {
+    if (s.t - last < everyMs) continue;
+    last = s.t;
+    out.t.push(Number(((s.t - from) / 1000).toFixed(3)));
+    out.u.push(Number((s.bytes / target).toFixed(4)));
+    out.m.push(s.m[0]!);
+    out.m2.push(s.m[1] ?? s.m[0]!);
+  }
+  return out;
 }
 
 function post(url: string, body: string, headers: Record<string, string> = {}): Promise<number> {
@@ -278,6 +304,7 @@ async function runArm(
     };
     if (o.level > 0) await lift(o.level - 0.1);
     const trials: Trial[] = [];
+    const marks: ArmResult['marks'] = [];
     for (let i = 0; i < o.trials; i++) {
       // Signed before the clock starts: signing 120 KiB events takes the load generator time.
       const pools = variant === 'burst' ? await burstPools(o, quotaPerSec, event) : [];
@@ -289,6 +316,10 @@ async function runArm(
       const at = latest()!;
       const tickBeforeMs = (await feedCounters(feedMetrics)).tickMs;
       const startT = performance.now();
+      marks.push({
+        t: Number(((startT - armStart) / 1000).toFixed(2)),
+        text: `${variant} ${i + 1}`,
+      });
       let spikeBytes = 0;
       if (variant === 'spike') {
         spikeBytes = Math.round(o.spikeShare * Math.max(0, target - at.bytes));
@@ -341,6 +372,8 @@ async function runArm(
       feedPublishesPerSec: (end.publishes - before.publishes) / seconds,
       writes,
       seconds,
+      series: thinSeries(series, armStart, target),
+      marks,
     };
   } finally {
     stop = true;

@@ -17,7 +17,7 @@ export function registerBenchPlan(bench: Command): void {
     .description(
       'the runs of a benchmark session as JSON lines: the session (settings, what to start), ' +
         'then each run in order with its run-benchmark.sh settings, then the commands ' +
-        '(fleet, spike, oom); run-all.sh takes the same options and runs it',
+        '(fleet, spike, step, oom); run-all.sh takes the same options and runs it',
     )
     .option(
       '--quick',
@@ -29,7 +29,7 @@ export function registerBenchPlan(bench: Command): void {
     )
     .option(
       '--workload <list>',
-      'workloads or groups: light | heavy | both | flood | nostr | adaptive | fleet | spike | ' +
+      'workloads or groups: light | heavy | both | flood | nostr | adaptive | fleet | spike | step | ' +
         'everything, or oom, or a variant such as nostr-sender-only (default both)',
     )
     .option('--duration-mode <mode>', 'dynamic | fixed30 | fixed120 | custom:N (default dynamic)')

@@ -6,6 +6,7 @@ import { registerBenchVerify } from './bench-verify.js';
 import { registerClientsBench } from './bench-clients.js';
 import { registerFleetBench } from './bench-fleet.js';
 import { registerSpikeBench } from './bench-spike.js';
+import { registerStepBench } from './bench-step.js';
 import { registerOomBench, registerOomProbe } from './bench-oom.js';
 import { InvalidArgumentError } from 'commander';
 import { collect, positiveInt } from './flags.js';
@@ -22,6 +23,7 @@ export function registerBench(program: Command): void {
   registerClientsBench(bench);
   registerFleetBench(bench);
   registerSpikeBench(bench);
+  registerStepBench(bench);
   registerOomBench(bench);
   registerOomProbe(bench);
   bench

@@ -42,6 +42,10 @@ describe('sluice bench spike', { timeout: 180_000 }, () => {
     assert.ok(trial.peakOverTarget <= 1.1, `peak ${trial.peakOverTarget} x target`);
     assert.ok(arm!.feedSamplesPerSec > 2, 'the fast tick ran');
     assert.equal(arm!.writes.other + arm!.writes.errors, 0, 'clients saw only 2xx and 429');
+    // The series the report draws: the whole arm, the trial marked.
+    assert.ok(arm!.series.t.length > 10, `${arm!.series.t.length} samples`);
+    assert.equal(arm!.series.u.length, arm!.series.t.length);
+    assert.equal(arm!.marks.length, 1);
   });
 
   it('refuses an unknown variant, naming the choices', () => {

@@ -300,6 +300,7 @@ def write_results(directory: Path) -> Path:
     # Other tools' output: not named like a run, so not the report's business.
     (directory / "gateway-bench.json").write_text('{"tool": "gateway-bench"}', encoding="utf-8")
     (directory / "notes.json").write_text("{not json", encoding="utf-8")
+    write_pressure_files(directory)
     command = "./scripts/run-all.sh --clients all --workload all --runs 3 --duration 10"
     (directory / "session.json").write_text(json.dumps({
         "schema": "sluice-bench-session/1", "command": command,
@@ -312,6 +313,64 @@ def write_results(directory: Path) -> Path:
         "10:05:00 iovalkey cluster light run 2 FAILED: 12 connection errors\n"
         "10:20:00 done\n", encoding="utf-8")
     return directory
+
+
+def _ramp(n: int, dt: float, f) -> tuple[list[float], list[float]]:
+    t = [round(i * dt, 3) for i in range(n)]
+    return t, [round(f(x), 4) for x in t]
+
+
+def write_pressure_files(directory: Path, series: bool = True) -> list[Path]:
+    """The closed-loop benchmarks' own files (docs/RESULTS-FORMAT.md), as the benches write
+    them: bench fleet (under fleet/, one routing mode), bench spike (one arm with its series,
+    one from before series were recorded), bench oom (one arm, a kill) and bench step (one
+    law and disturbance). With `series=False`, every run has its series left out."""
+    files = []
+
+    def write(rel: str, data: dict[str, Any]) -> None:
+        path = directory / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data), encoding="utf-8")
+        files.append(path)
+
+    t, u = _ramp(120, 0.5, lambda x: 0.5 if x < 20 else min(0.95, 0.5 + 0.03 * (x - 20)))
+    write("fleet/fleet-bench.json", {
+        "kind": "fleet-bench", "date": "2026-11-22T10:30:00.000Z",
+        "options": {"degradeAtSec": 20, "degradeFactor": 0.25},
+        "results": [{"mode": "headroom", "targets": [1, 1, 1], "samples": [
+            {"t": x, "u": [0.5, 0.52, y], "backlogBytes": [0, 0, 0],
+             "m": [1, 1, 1 if y < 0.7 else 0.4], "acceptedPerSec": 100}
+            for x, y in zip(t, u)] if series else []}]})
+    ts, us = _ramp(300, 0.1, lambda x: 0.75 if x < 10 else 0.95 if x < 16 else 0.76)
+    spike_series = {"t": ts, "u": us, "m": [1 if y < 0.8 else 0.5 for y in us],
+                    "m2": [1 if y < 0.8 else 0.5 for y in us]}
+    write("spike-bench.json", {
+        "kind": "spike-bench", "date": "2026-11-22T10:35:00.000Z", "options": {},
+        "results": [
+            {"variant": "spike", "pace": "fast", "trials": [],
+             **({"series": spike_series, "marks": [{"t": 10, "text": "spike 1"}]}
+                if series else {})},
+            # A file's run written before the bench recorded series: nothing to draw.
+            {"variant": "burst", "pace": "slow", "trials": []}]})
+    to, uo = _ramp(200, 0.2, lambda x: 0.4 if x < 10 else min(1.2, 0.4 + 0.05 * (x - 10)))
+    target = 200 * MIB
+    write("oom-reference.json", {
+        "kind": "oom-bench", "date": "2026-11-22T10:40:00.000Z",
+        "options": {"relayImpl": "reference"},
+        "arms": [{"variant": "none", "flood": "spam",
+                  "frame": {"targetBytes": target, "limitBytes": 1.5 * target, "calmSec": 10,
+                            "floodSec": 30},
+                  "deaths": [{"t": 35.2}],
+                  "samples": [{"t": x, "workingSetBytes": y * target, "multiplier": 1}
+                              for x, y in zip(to, uo)] if series else []}]})
+    tt, ut = _ramp(200, 0.25, lambda x: 0.6 if x < 10 else 0.9 - 0.3 * 2.718 ** (-(x - 10) / 4))
+    write("step-bench.json", {
+        "kind": "step-bench", "date": "2026-11-22T10:45:00.000Z", "options": {},
+        "results": [{"law": "lead", "disturbance": "step",
+                     **({"series": {"t": tt, "u": ut, "m": [1 if y < 0.7 else 0.3 for y in ut]},
+                         "marks": [{"t": 10, "text": "flood 3 x sustainable"}]}
+                        if series else {})}]})
+    return files
 
 
 # A session with quota leases: req/s of each +lease client by (its plain client, mode,

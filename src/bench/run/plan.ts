@@ -11,7 +11,7 @@ import { LEASED_CLIENTS, WORKLOADS, WORKLOAD_SPECS, parseTarget } from './config
 import type { Implementation, RelayImpl, Workload, WorkloadSpec } from './config.js';
 
 /** Benchmarks of their own (one command each), run after the runs, on standalone Valkey. */
-export const COMMANDS = ['fleet', 'spike', 'oom'] as const;
+export const COMMANDS = ['fleet', 'spike', 'step', 'oom'] as const;
 export type Command = (typeof COMMANDS)[number];
 
 export interface PlanOptions {
@@ -156,14 +156,14 @@ export function parseWorkloads(list: string): { workloads: Workload[]; commands:
       item === 'both'
         ? ['light', 'heavy']
         : item === 'everything'
-          ? [...WORKLOADS, 'fleet', 'spike']
+          ? [...WORKLOADS, 'fleet', 'spike', 'step']
           : [
               ...WORKLOADS.filter((w) => (WORKLOAD_SPECS[w] as WorkloadSpec).group === item),
               ...(WORKLOADS as readonly string[]).concat(COMMANDS).filter((w) => w === item),
             ];
     if (members.length === 0) {
       throw new Error(
-        `--workload: unknown workload '${item}' (${[...WORKLOADS, 'nostr', 'adaptive', 'both', 'fleet', 'spike', 'everything', 'oom'].filter((w, i, a) => a.indexOf(w) === i).join(', ')})`,
+        `--workload: unknown workload '${item}' (${[...WORKLOADS, 'nostr', 'adaptive', 'both', 'fleet', 'spike', 'step', 'everything', 'oom'].filter((w, i, a) => a.indexOf(w) === i).join(', ')})`,
       );
     }
     for (const m of members) named.add(m);

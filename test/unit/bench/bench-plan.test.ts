@@ -173,6 +173,7 @@ describe('bench plan', { timeout: 10_000 }, () => {
       [
         { kind: 'command', command: 'fleet', client: 'valkey-glide' },
         { kind: 'command', command: 'spike' },
+        { kind: 'command', command: 'step' },
       ],
     );
   });
