@@ -46,8 +46,13 @@ export interface OomScenario {
   identities: number;
   gateways: number;
   tickMs: number;
-  /** Give the gateways the node's write budget (sustainable events/s) in adaptive arms. */
+  /**
+   * Give the gateways the node's write budget (sustainable events/s) in adaptive arms, as
+   * upstreams[].writeBudget; without it they apply the budget the feed learns (learnBudget).
+   */
   writeBudget: boolean;
+  /** The feed learns the node's budget (its default); false: --no-learn-budget. */
+  learnBudget: boolean;
   /** What the feed samples: the group (the figures), or the relay's own metric. */
   feedSource: 'cgroup' | 'relay';
   seed: number;
@@ -149,6 +154,9 @@ export async function runArm(
       targetBytes: frame.targetBytes,
       tickMs: sc.tickMs,
       law: feedLawOf(variant),
+      learnBudget: sc.learnBudget,
+      // The reference relay exports its own drain: the learned budget reads it there.
+      ...(relay.impl === 'reference' && sc.learnBudget ? { drainStats: supervisor.url } : {}),
       valkey: ctx.valkey,
       env: ctx.env,
     });

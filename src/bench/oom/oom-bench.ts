@@ -39,6 +39,7 @@ export interface OomBenchOptions {
   identities: number;
   gateways: number;
   writeBudget: boolean;
+  learnBudget: boolean;
   feedSource: 'cgroup' | 'relay';
   slowReaders: number;
   slowReadersVia: 'relay' | 'gateway';
@@ -90,6 +91,7 @@ export async function runOomBench(
     gateways: o.gateways,
     tickMs: 500,
     writeBudget: o.writeBudget,
+    learnBudget: o.learnBudget,
     feedSource: o.feedSource,
     seed: o.seed,
     maxInFlight: 1024,
@@ -129,6 +131,14 @@ export async function runOomBench(
     relay: relayName,
     flood: r.flood,
     variant: r.variant,
+    budget:
+      r.variant === 'none'
+        ? '-'
+        : r.writeBudgetPerSec
+          ? `configured ${r.writeBudgetPerSec}/s`
+          : o.learnBudget
+            ? 'learned'
+            : 'none',
     summary: r.summary,
   }));
   const table = markdownTable(rows);
