@@ -11,8 +11,9 @@
  * Over a short window (windowSec) each tick measures
  *   A = admitted bytes/s, S = memory slope (bytes/s, least squares over the window's samples),
  *   d = A - max(0, S): the node took A and kept S of it, so it drained at least d
- *   (with the relay's metric: its drain while its backlog stayed above 0 the whole window is a
- *   measurement of capacity; with no backlog, what it drained is a lower bound like d).
+ *   (where the relay exports its drain, that figure replaces d: its drain while its backlog
+ *   stayed above 0 the whole window is a measurement of capacity, and with no backlog what
+ *   it drained is a lower bound; memory need not follow a relay's backlog byte for byte).
  *
  * The bounds (each one an invariant the property tests hold):
  * - Up: the estimate only ever rises to a rate measured draining (E = max(E, d)); it is never
@@ -168,12 +169,14 @@ export class DrainEstimator {
    * Resume from a persisted estimate (a restarted feed). Ignored unless both are finite and
    * positive, and only before the first observation.
    */
-  restore(saved: { bytesPerSec: number; maxMeasured: number }): void {
+  restore(saved: { bytesPerSec: number; maxMeasured: number; pointsPerByte?: number }): void {
     if (this.lastT !== undefined) return;
     if (!(finite(saved.bytesPerSec) && finite(saved.maxMeasured))) return;
     if (!(saved.bytesPerSec > 0 && saved.maxMeasured >= saved.bytesPerSec)) return;
     this.estimate = saved.bytesPerSec;
     this.max = saved.maxMeasured;
+    const ratio = saved.pointsPerByte;
+    if (ratio !== undefined && finite(ratio) && ratio > 0 && ratio <= 1) this.ratio = ratio;
   }
 
   /** The estimate now; undefined until something was measured (or restored). */
@@ -226,17 +229,18 @@ export class DrainEstimator {
     const points = this.samples[this.samples.length - 1]!.points - short.first.points;
     if (bytes > 0 && points >= 0) this.ratio = points / bytes;
 
-    // What the short window measured draining.
+    // What the short window measured draining: the relay's own figure where it exports one
+    // over the whole window (memory need not follow its backlog byte for byte), else what
+    // was admitted less what memory kept of it.
     let measured = Math.max(0, A - Math.max(0, S));
     let capacity: number | undefined; // a measurement of capacity itself (relay backlog held)
     const relays = short.samples.map((s) => s.relay);
-    if (relays.every((r) => r !== undefined)) {
+    const byRelay = relays.every((r) => r !== undefined);
+    if (byRelay) {
       const drained = relays.reduce((sum, r) => sum + r!.drainedBytesPerSec, 0) / relays.length;
       const backlogged = relays.every((r) => r!.backlogBytes > 0);
-      if (drained >= 0) {
-        measured = Math.max(measured, drained);
-        if (backlogged && drained > 0) capacity = drained;
-      }
+      measured = Math.max(0, drained);
+      if (backlogged && drained > 0) capacity = drained;
     }
     if (measured > 0) {
       this.max = Math.max(this.max, measured);
@@ -252,6 +256,7 @@ export class DrainEstimator {
     // its memory does; a rise with less admitted than that is noise, readers, anything else.
     if (
       target === undefined &&
+      !byRelay &&
       long &&
       long.A > this.estimate &&
       S > this.p.flatBytesPerSec

@@ -180,9 +180,20 @@ export class PressureFeed {
     if (!learn) return;
     try {
       const text = await this.opts.kv.get(learnedBudgetKey(this.opts.nodeId));
-      const saved = text ? (JSON.parse(text) as { bytesPerSec?: unknown; maxMeasured?: unknown }) : null;
+      const saved = text
+        ? (JSON.parse(text) as { bytesPerSec?: unknown; maxMeasured?: unknown; pointsPerByte?: unknown })
+        : null;
       if (saved && typeof saved.bytesPerSec === 'number' && typeof saved.maxMeasured === 'number') {
-        learn.estimator.restore({ bytesPerSec: saved.bytesPerSec, maxMeasured: saved.maxMeasured });
+        learn.estimator.restore({
+          bytesPerSec: saved.bytesPerSec,
+          maxMeasured: saved.maxMeasured,
+          ...(typeof saved.pointsPerByte === 'number' ? { pointsPerByte: saved.pointsPerByte } : {}),
+        });
+        const points = budgetPointsOf(learn.estimator.value());
+        const restored = learn.estimator.value();
+        if (points !== undefined && restored) {
+          this.budget = { points, bytesPerSec: Math.round(restored.bytesPerSec) };
+        }
         const value = learn.estimator.value();
         if (value) this.opts.log.info({ ...value }, 'learned write budget restored');
       }
@@ -228,6 +239,7 @@ export class PressureFeed {
       const text = JSON.stringify({
         bytesPerSec: estimate.bytesPerSec,
         maxMeasured: estimate.maxMeasured,
+        ...(estimate.pointsPerByte !== undefined ? { pointsPerByte: estimate.pointsPerByte } : {}),
       });
       await this.opts.kv
         .setWithLease(learnedBudgetKey(this.opts.nodeId), text, LEARNED_TTL_MS)

@@ -145,7 +145,7 @@ describe('learned budget: the estimator', { timeout: 120_000 }, () => {
           );
         },
       ),
-      propertyParams(150),
+      propertyParams(500),
     );
   });
 
