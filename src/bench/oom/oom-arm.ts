@@ -19,6 +19,8 @@ import {
 } from '../run/adaptive-gateways.js';
 import type { AdaptiveValkey, Variant } from '../run/adaptive-gateways.js';
 import { MemoryGroup } from './cgroup.js';
+import { admittedKey, createStore, parseNodeAddress } from '../../store/index.js';
+import { learnedBudgetKey } from '../../pressure/feed/feed.js';
 import { Flood } from './flood.js';
 import type { FloodShape, FloodTransport } from './flood.js';
 import type { OomRelay } from './relays.js';
@@ -148,6 +150,8 @@ export async function runArm(
       floodSec: sc.floodSec,
     };
     await group.setLimit(frame.limitBytes);
+    // A fresh node: nothing learned of the previous arm's relay (the same node id).
+    await forgetLearned(relay.nodeId, ctx.valkey);
     const feed: SluiceProcess = await startFeed({
       nodeId: relay.nodeId,
       ...(sc.feedSource === 'cgroup' ? { cgroup: group.dir } : { relayUrl: supervisor.url }),
@@ -295,6 +299,22 @@ export async function runArm(
     await group.remove();
     relay?.dispose();
     rmSync(configDir, { recursive: true, force: true });
+  }
+}
+
+/** Remove a node's saved drain estimate and admitted counter (its feed learns from zero). */
+async function forgetLearned(nodeId: string, valkey: AdaptiveValkey): Promise<void> {
+  const store = await createStore({
+    client: valkey.client,
+    mode: valkey.mode,
+    nodes: valkey.nodes.map((n) => parseNodeAddress(n)),
+    clientName: 'sluice-bench-oom',
+  });
+  try {
+    await store.kv.del(learnedBudgetKey(nodeId));
+    await store.kv.del(admittedKey(nodeId));
+  } finally {
+    await store.close();
   }
 }
 

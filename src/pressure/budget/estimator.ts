@@ -265,7 +265,11 @@ export class DrainEstimator {
       if (rise > this.p.flatBytesPerSec) target = Math.max(0, long.A - rise);
     }
     if (target !== undefined && target < this.estimate) {
-      const floor = Math.max(this.p.minBytesPerSec, this.p.floorShare * this.max);
+      // A floor bounds a fall; it never lifts an estimate that is already under it.
+      const floor = Math.min(
+        this.estimate,
+        Math.max(this.p.minBytesPerSec, this.p.floorShare * this.max),
+      );
       const step = (this.estimate - target) * Math.min(1, dt / this.p.tauDownSec);
       this.estimate = Math.max(floor, Math.min(this.estimate, this.estimate - step));
     }

@@ -152,7 +152,7 @@ describe('learned budget: the estimator', { timeout: 120_000 }, () => {
   it('is never above the highest rate admitted over a window or drained, and a quiet hour changes nothing', () => {
     fc.assert(
       fc.property(
-        fc.array(segment(fc.integer({ min: 64 * 1024, max: 8 * MiB })), {
+        fc.array(segment(fc.integer({ min: 1024, max: 8 * MiB })), {
           minLength: 1,
           maxLength: 6,
         }),
@@ -250,7 +250,7 @@ describe('learned budget: the estimator', { timeout: 120_000 }, () => {
             (before, after, o) => {
               assert.ok(after !== undefined, `the estimate was lost at t=${o.t}`);
               const max = est.value()!.maxMeasured;
-              const floor = Math.max(p.minBytesPerSec, p.floorShare * max);
+              const floor = Math.min(before!, Math.max(p.minBytesPerSec, p.floorShare * max));
               if (after < before!) {
                 assert.ok(after >= floor - 1e-6, `fell to ${after}, under the floor ${floor}`);
                 const dt = Math.max(o.t - lastT, 0);
@@ -342,6 +342,20 @@ describe('learned budget: the estimator', { timeout: 120_000 }, () => {
     const flood = est.value()!;
     assert.ok(Math.abs(flood.bytesPerSec - drain) < 0.05 * drain, `flood: ${flood.bytesPerSec}`);
     assert.equal(budgetPointsOf(flood), twoFigures(flood.bytesPerSec * flood.pointsPerByte!));
+  });
+
+  it('a floor bounds a fall and never lifts an estimate already under it', () => {
+    const est = new DrainEstimator();
+    est.restore({ bytesPerSec: 2048, maxMeasured: 2048 });
+    const base = { jitter: 0, sawAmp: 0, sawPeriod: 10, m: 1, relayMetric: false };
+    run(
+      est,
+      // 100 KiB/s offered to a node draining 1 KiB/s: memory rises, the estimate may only fall.
+      [{ ...base, sec: 120, offered: 100, drain: 1024 }],
+      () => Infinity,
+      (before, after) => assert.ok(after! <= before!, `rose from ${before} to ${after}`),
+      () => 0,
+    );
   });
 
   it('twoFigures rounds down to two significant figures', () => {
