@@ -11,7 +11,9 @@
  * Over a short window (windowSec) each tick measures
  *   A = admitted bytes/s, S = memory slope (bytes/s, least squares over the window's samples),
  *   d = A - max(0, S): the node took A and kept S of it, so it drained at least d
- *   (where the relay exports its drain, that figure replaces d: its drain while its backlog
+ *   and over the long window A_long - max(0, R), R the rise of memory's lower envelope (see
+ *   below: a saw-tooth whose troughs stay level kept nothing of what it took)
+ *   (where the relay exports its drain, that figure replaces both: its drain while its backlog
  *   stayed above 0 the whole window is a measurement of capacity, and with no backlog what
  *   it drained is a lower bound; memory need not follow a relay's backlog byte for byte).
  *
@@ -242,6 +244,12 @@ export class DrainEstimator {
       measured = Math.max(0, drained);
       if (backlogged && drained > 0) capacity = drained;
     }
+    // And over the long window by memory's lower envelope: a relay whose memory saw-tooths
+    // (a garbage collector, a cache) keeps none of what it took if its troughs stay level,
+    // however its 5 s windows rise and fall.
+    const long = this.window(this.p.longWindowSec, true);
+    const rise = long && !byRelay ? envelopeSlope(long.samples) : 0;
+    if (long && !byRelay) measured = Math.max(measured, long.A - Math.max(0, rise));
     if (measured > 0) {
       this.max = Math.max(this.max, measured);
       this.estimate = Math.max(this.estimate ?? 0, measured);
@@ -250,7 +258,6 @@ export class DrainEstimator {
 
     // Down: the relay's backlog says its capacity, or memory rose over the long window.
     let target: number | undefined = capacity;
-    const long = this.window(this.p.longWindowSec, true);
     // Only while the node was given more than the estimate (A_long > E): a flood the gateways
     // hold to the budget (E x m <= E) is never evidence that the node drains less, whatever
     // its memory does; a rise with less admitted than that is noise, readers, anything else.
@@ -259,10 +266,10 @@ export class DrainEstimator {
       !byRelay &&
       long &&
       long.A > this.estimate &&
-      S > this.p.flatBytesPerSec
+      S > this.p.flatBytesPerSec &&
+      rise > this.p.flatBytesPerSec
     ) {
-      const rise = envelopeSlope(long.samples);
-      if (rise > this.p.flatBytesPerSec) target = Math.max(0, long.A - rise);
+      target = Math.max(0, long.A - rise);
     }
     if (target !== undefined && target < this.estimate) {
       // A floor bounds a fall; it never lifts an estimate that is already under it.
