@@ -176,7 +176,7 @@ describe('the learned budget under attack', { timeout: 120_000 }, () => {
         client: 'iovalkey',
         mode: 'standalone',
       });
-      // Someone writes text where the counts go (the feed reads them as 0: no traffic).
+      // Someone writes text where the counts go: the feed's read fails, the step is skipped.
       await store.kv.set(admittedKey(NODE), 'not a hash');
       await sleep(1500);
       const health = await fetch(`${feed.url}/healthz`);
