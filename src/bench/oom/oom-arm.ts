@@ -5,7 +5,7 @@
  * phase and then the flood; afterwards the relay is stopped gracefully and started again on
  * the same data to read back every event a writer was told was stored.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { startFeed } from '../../harness/processes.js';
@@ -243,6 +243,14 @@ export async function runArm(
     await readers?.stop();
     if (ctx.signal?.aborted) throw new Error('stopped');
 
+    // SLUICE_BENCH_OUTPUT_DIR: keep what the feed and gateways logged (warnings: an upstream
+    // marked down, Valkey failures), to tell where an arm's 5xx came from.
+    const outputDir = ctx.env.SLUICE_BENCH_OUTPUT_DIR;
+    if (outputDir) {
+      const stem = path.join(outputDir, `${relay.impl}-${shape}-${variant}`);
+      writeFileSync(`${stem}-feed.log`, feed.output());
+      gateways.forEach((g, i) => writeFileSync(`${stem}-gw${i}.log`, g.proc.output()));
+    }
     const { entries } = await emergencyTransitions(feed);
     const propagation = variant === 'none' ? null : await propagationMs(gateways);
     const finalStop = await supervisor.stop();
