@@ -13,7 +13,7 @@ import type { Consumer } from './consume.js';
 import { LimiterConsumer, guarded } from './consumers.js';
 import type { StoreBreaker } from './consumers.js';
 import { effectivePoints, insuredPoints } from './limits.js';
-import { effectiveBudget } from '../pressure/budget/learned.js';
+import { effectiveBudget, smallerBudget } from '../pressure/budget/learned.js';
 import type { LearnedBudget, LearnedBudgets } from '../pressure/budget/learned.js';
 
 /** Counters kept per budget size (learned budgets change): past it, the old ones go. */
@@ -94,7 +94,7 @@ export class NodeBudgets {
    * one, or whichever exists; undefined when it has neither.
    */
   get(nodeId: string): WriteBudget | undefined {
-    return this.source(nodeId)?.budget;
+    return smallerBudget(this.budgets.get(nodeId), this.learned?.budgetOf(nodeId));
   }
 
   /** The budget in force and where it comes from (admin view). */

@@ -21,15 +21,36 @@ export interface LearnedBudget {
 }
 
 export class LearnedBudgets {
-  private readonly nodes = new Map<string, LearnedBudget>();
+  private readonly nodes = new Map<string, { learned: LearnedBudget; budget: WriteBudget }>();
 
-  set(nodeId: string, budget: LearnedBudget): void {
-    this.nodes.set(nodeId, budget);
+  set(nodeId: string, learned: LearnedBudget): void {
+    // The budget a write is charged against, made once per report, not per write.
+    this.nodes.set(nodeId, { learned, budget: { points: learned.points, windowSec: 1 } });
   }
 
   get(nodeId: string): LearnedBudget | undefined {
-    return this.nodes.get(nodeId);
+    return this.nodes.get(nodeId)?.learned;
   }
+
+  /** The learned budget as a write budget of a 1 s window (no allocation: per write). */
+  budgetOf(nodeId: string): WriteBudget | undefined {
+    return this.nodes.get(nodeId)?.budget;
+  }
+}
+
+/**
+ * The budget in force, allocation-free (it runs for every write to a node with a budget):
+ * the smaller per second of the two, or whichever exists.
+ */
+export function smallerBudget(
+  configured: WriteBudget | undefined,
+  learned: WriteBudget | undefined,
+): WriteBudget | undefined {
+  if (!learned) return configured;
+  if (!configured) return learned;
+  return learned.points / learned.windowSec < configured.points / configured.windowSec
+    ? learned
+    : configured;
 }
 
 /**
