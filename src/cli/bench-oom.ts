@@ -32,6 +32,7 @@ type OomFlags = Pick<
   | 'gateways'
   | 'writeBudget'
   | 'learnBudget'
+  | 'learnFromDrain'
   | 'feedSource'
   | 'slowReaders'
   | 'slowReadersVia'
@@ -103,6 +104,10 @@ export function registerOomBench(bench: Command): void {
       "give the gateways the node's write budget (upstreams[].writeBudget: sustainable " +
         'events/s) in adaptive arms; by default they have none and apply what the feed learns',
       false,
+    )
+    .option(
+      '--no-learn-from-drain',
+      "the reference relay's feed learns from memory and admitted bytes, not the relay's drain",
     )
     .option(
       '--no-learn-budget',
@@ -178,6 +183,7 @@ export function registerOomBench(bench: Command): void {
             gateways: flags.gateways,
             writeBudget: flags.writeBudget,
             learnBudget: flags.learnBudget,
+            learnFromDrain: flags.learnFromDrain,
             feedSource: flags.feedSource,
             slowReaders: flags.slowReaders,
             slowReadersVia: flags.slowReadersVia,

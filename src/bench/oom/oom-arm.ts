@@ -55,6 +55,8 @@ export interface OomScenario {
   writeBudget: boolean;
   /** The feed learns the node's budget (its default); false: --no-learn-budget. */
   learnBudget: boolean;
+  /** Learn from the reference relay's own drain metric (else from memory and admitted bytes). */
+  learnFromDrain: boolean;
   /** What the feed samples: the group (the figures), or the relay's own metric. */
   feedSource: 'cgroup' | 'relay';
   seed: number;
@@ -160,7 +162,9 @@ export async function runArm(
       law: feedLawOf(variant),
       learnBudget: sc.learnBudget,
       // The reference relay exports its own drain: the learned budget reads it there.
-      ...(relay.impl === 'reference' && sc.learnBudget ? { drainStats: supervisor.url } : {}),
+      ...(relay.impl === 'reference' && sc.learnBudget && sc.learnFromDrain
+        ? { drainStats: supervisor.url }
+        : {}),
       valkey: ctx.valkey,
       env: ctx.env,
     });

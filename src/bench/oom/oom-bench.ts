@@ -40,6 +40,7 @@ export interface OomBenchOptions {
   gateways: number;
   writeBudget: boolean;
   learnBudget: boolean;
+  learnFromDrain: boolean;
   feedSource: 'cgroup' | 'relay';
   slowReaders: number;
   slowReadersVia: 'relay' | 'gateway';
@@ -92,6 +93,7 @@ export async function runOomBench(
     tickMs: 500,
     writeBudget: o.writeBudget,
     learnBudget: o.learnBudget,
+    learnFromDrain: o.learnFromDrain,
     feedSource: o.feedSource,
     seed: o.seed,
     maxInFlight: 1024,
@@ -137,7 +139,9 @@ export async function runOomBench(
         : r.writeBudgetPerSec
           ? `configured ${r.writeBudgetPerSec}/s`
           : o.learnBudget
-            ? 'learned'
+            ? o.learnFromDrain && o.relayImpl === 'reference'
+              ? 'learned (drain)'
+              : 'learned (memory)'
             : 'none',
     summary: r.summary,
   }));
