@@ -103,7 +103,10 @@ export class NodeBudgets {
   }
 
   /** The configured and the learned budget, each as it is (admin view). */
-  parts(nodeId: string): { configured: WriteBudget | undefined; learned: LearnedBudget | undefined } {
+  parts(nodeId: string): {
+    configured: WriteBudget | undefined;
+    learned: LearnedBudget | undefined;
+  } {
     return { configured: this.budgets.get(nodeId), learned: this.learned?.get(nodeId) };
   }
 

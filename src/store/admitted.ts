@@ -58,7 +58,8 @@ export function admittedCounts(conn: Pick<ClientConnection, 'scripts'>): Admitte
         ['bytes', bytes],
         ['points', points],
       ] as const) {
-        if (!Number.isSafeInteger(n) || n < 0) throw new RangeError(`${name} must be an integer >= 0`);
+        if (!Number.isSafeInteger(n) || n < 0)
+          throw new RangeError(`${name} must be an integer >= 0`);
       }
       await call('sluiceAdmittedAdd', 'add', admittedKey(nodeId), [
         String(bytes),
@@ -67,7 +68,12 @@ export function admittedCounts(conn: Pick<ClientConnection, 'scripts'>): Admitte
       ]);
     },
     async read(nodeId) {
-      const reply = (await call('sluiceAdmittedRead', 'read', admittedKey(nodeId), [])) as unknown[];
+      const reply = (await call(
+        'sluiceAdmittedRead',
+        'read',
+        admittedKey(nodeId),
+        [],
+      )) as unknown[];
       return { bytes: count(reply?.[0]), points: count(reply?.[1]) };
     },
   };

@@ -122,7 +122,13 @@ describe('the learned budget under attack', { timeout: 120_000 }, () => {
       assert.equal(view.writeBudget?.source, 'learned');
     }
     // Not a report at all: nothing changes, nothing fails.
-    for (const text of ['{', 'null', '[]', '"budget"', `{"node":"${NODE}","budget":{"points":1}}`]) {
+    for (const text of [
+      '{',
+      'null',
+      '[]',
+      '"budget"',
+      `{"node":"${NODE}","budget":{"points":1}}`,
+    ]) {
       await forge(text);
     }
     await sleep(200);

@@ -54,7 +54,11 @@ describe('a write budget the feed learned holds a spam wave', { timeout: 180_000
 
   const post = (w: Writer): Promise<HttpResult> => {
     const event: Event = w.author.event(w.sent++);
-    return request(`${gw.url}/events`, { method: 'POST', body: JSON.stringify(event), from: w.from });
+    return request(`${gw.url}/events`, {
+      method: 'POST',
+      body: JSON.stringify(event),
+      from: w.from,
+    });
   };
 
   const view = async (): Promise<BudgetView | undefined> => {

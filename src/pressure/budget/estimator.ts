@@ -239,8 +239,8 @@ export class DrainEstimator {
     const relays = short.samples.map((s) => s.relay);
     const byRelay = relays.every((r) => r !== undefined);
     if (byRelay) {
-      const drained = relays.reduce((sum, r) => sum + r!.drainedBytesPerSec, 0) / relays.length;
-      const backlogged = relays.every((r) => r!.backlogBytes > 0);
+      const drained = relays.reduce((sum, r) => sum + r.drainedBytesPerSec, 0) / relays.length;
+      const backlogged = relays.every((r) => r.backlogBytes > 0);
       measured = Math.max(0, drained);
       if (backlogged && drained > 0) capacity = drained;
     }

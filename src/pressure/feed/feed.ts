@@ -181,13 +181,19 @@ export class PressureFeed {
     try {
       const text = await this.opts.kv.get(learnedBudgetKey(this.opts.nodeId));
       const saved = text
-        ? (JSON.parse(text) as { bytesPerSec?: unknown; maxMeasured?: unknown; pointsPerByte?: unknown })
+        ? (JSON.parse(text) as {
+            bytesPerSec?: unknown;
+            maxMeasured?: unknown;
+            pointsPerByte?: unknown;
+          })
         : null;
       if (saved && typeof saved.bytesPerSec === 'number' && typeof saved.maxMeasured === 'number') {
         learn.estimator.restore({
           bytesPerSec: saved.bytesPerSec,
           maxMeasured: saved.maxMeasured,
-          ...(typeof saved.pointsPerByte === 'number' ? { pointsPerByte: saved.pointsPerByte } : {}),
+          ...(typeof saved.pointsPerByte === 'number'
+            ? { pointsPerByte: saved.pointsPerByte }
+            : {}),
         });
         const points = budgetPointsOf(learn.estimator.value());
         const restored = learn.estimator.value();

@@ -262,7 +262,7 @@ describe('learned budget: the estimator', { timeout: 120_000 }, () => {
               if (g) {
                 const kept = est.value()!.bytesPerSec;
                 const bad = { ...o, ...g, t: 'tBack' in g ? o.t - 100 : 't' in g ? g.t : o.t };
-                est.observe(bad as DrainObservation);
+                est.observe(bad);
                 assert.equal(est.value()?.bytesPerSec, kept, 'a garbage input moved the estimate');
               }
             },
@@ -333,7 +333,18 @@ describe('learned budget: the estimator', { timeout: 120_000 }, () => {
     assert.ok(Math.abs(calm - 0.5 * drain) < 0.05 * drain, `calm: ${calm}`);
     run(
       est,
-      [{ sec: 15, offered: 3, drain, jitter: 0, sawAmp: 0, sawPeriod: 10, m: 1, relayMetric: false }],
+      [
+        {
+          sec: 15,
+          offered: 3,
+          drain,
+          jitter: 0,
+          sawAmp: 0,
+          sawPeriod: 10,
+          m: 1,
+          relayMetric: false,
+        },
+      ],
       () => Infinity,
       () => undefined,
       () => 0,
