@@ -13,6 +13,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Event } from 'nostr-tools/pure';
 import { createStore, admittedKey } from '../../src/store/index.js';
 import { learnedBudgetKey } from '../../src/pressure/feed/feed.js';
+import { NODE_BUDGET_KEY } from '../../src/nostr/relay-info-document.js';
 import { addressSource, freshAuthor } from '../helpers/clients.js';
 import type { TestAuthor } from '../helpers/clients.js';
 import { storeOptions, uniquePrefix } from '../helpers/env.js';
@@ -159,6 +160,17 @@ describe('a write budget the feed learned holds a spam wave', { timeout: 180_000
       assert.deepEqual(body['violated-policies'], ['node-budget']);
       assert.match(body.detail, /^relay under memory pressure: /);
     }
+    // NIP-11 through the gateway carries the learned budget in force.
+    const nip11 = await request(`${gw.url}/`, { headers: { accept: 'application/nostr+json' } });
+    assert.equal(nip11.status, 200, nip11.body);
+    const doc = JSON.parse(nip11.body) as Record<
+      string,
+      { base_points: number; in_force: boolean } | undefined
+    >;
+    const shown = doc[NODE_BUDGET_KEY];
+    assert.ok(shown, 'the budget is in the document');
+    assert.equal(shown.in_force, true);
+    assert.ok(shown.base_points >= 1 && shown.base_points <= v.learned!.points * 2);
     // The refused writes taught the feed nothing: its budget did not fall.
     await sleep(1500);
     const after = (await view())!;
