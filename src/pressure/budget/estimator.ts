@@ -18,7 +18,8 @@
  *   it drained is a lower bound; memory need not follow a relay's backlog byte for byte).
  *
  * The bounds (each one an invariant the property tests hold):
- * - Up: the estimate only ever rises to a rate measured draining (E = max(E, d)); it is never
+ * - Up: the estimate only ever rises to a rate measured draining (E = max(E, d)), and only
+ *   from a window in which memory stayed under ceilingBytes (the target); it is never
  *   above the highest of them (nor above the value it was restored from). A quiet hour
  *   (nothing admitted, memory flat) measures d = 0 and changes nothing: no drift up, and no
  *   decay either, since silence says nothing about what the node can take.
@@ -51,6 +52,12 @@ export interface DrainEstimatorParams {
   floorShare: number;
   /** ... nor below this (bytes/s). */
   minBytesPerSec: number;
+  /**
+   * Memory the node must stay under while it takes a rate for that rate to count as
+   * sustained (the feed's target): a window whose memory went above it measures nothing
+   * upward. Infinity: no ceiling.
+   */
+  ceilingBytes: number;
 }
 
 export const DEFAULT_DRAIN_ESTIMATOR_PARAMS: Readonly<DrainEstimatorParams> = {
@@ -60,6 +67,7 @@ export const DEFAULT_DRAIN_ESTIMATOR_PARAMS: Readonly<DrainEstimatorParams> = {
   tauDownSec: 30,
   floorShare: 0.25,
   minBytesPerSec: 16 * 1024,
+  ceilingBytes: Number.POSITIVE_INFINITY,
 };
 
 /** One tick's inputs. */
@@ -107,6 +115,7 @@ function validate(p: DrainEstimatorParams): void {
   if (!(p.floorShare > 0 && p.floorShare <= 1)) {
     throw new RangeError('estimator: floorShare must be in (0, 1]');
   }
+  if (!(p.ceilingBytes > 0)) throw new RangeError('estimator: ceilingBytes must be > 0');
   if (p.longWindowSec < p.windowSec) {
     throw new RangeError('estimator: longWindowSec must be >= windowSec');
   }
@@ -250,6 +259,10 @@ export class DrainEstimator {
     const long = this.window(this.p.longWindowSec, true);
     const rise = long && !byRelay ? envelopeSlope(long.samples) : 0;
     if (long && !byRelay) measured = Math.max(measured, long.A - Math.max(0, rise));
+    // A rate the node took only by going over its target is not one it sustains (a relay whose
+    // memory grows with the rate and falls back later, as nostr-rs-relay's saw-tooth).
+    const over = (samples: readonly Sample[]) => samples.some((x) => x.mem > this.p.ceilingBytes);
+    if (!byRelay && over(long ? long.samples : short.samples)) measured = 0;
     if (measured > 0) {
       this.max = Math.max(this.max, measured);
       this.estimate = Math.max(this.estimate ?? 0, measured);

@@ -133,6 +133,7 @@ export async function runFeed(o: FeedProcessOptions): Promise<() => Promise<void
           learn: {
             admitted: store.admitted,
             estimator: new DrainEstimator({
+              ceilingBytes: targetBytes,
               ...(o.budgetFlat !== undefined ? { flatBytesPerSec: o.budgetFlat } : {}),
               ...(o.budgetMin !== undefined ? { minBytesPerSec: o.budgetMin } : {}),
             }),

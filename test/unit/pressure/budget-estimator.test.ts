@@ -369,6 +369,29 @@ describe('learned budget: the estimator', { timeout: 120_000 }, () => {
     );
   });
 
+  it('a rate taken only by going over the target is not learned', () => {
+    const est = new DrainEstimator({ ceilingBytes: IDLE + 8 * MiB });
+    const base = { jitter: 0, sawPeriod: 10, m: 1, relayMetric: false };
+    // A saw-tooth that keeps nothing (its troughs level) but peaks 16 MiB above idle.
+    run(
+      est,
+      [{ ...base, sec: 120, offered: 1, drain: MiB, sawAmp: 16 * MiB }],
+      () => Infinity,
+      () => undefined,
+      () => 0,
+    );
+    assert.equal(est.value(), undefined, 'nothing measured under the ceiling');
+    const under = new DrainEstimator({ ceilingBytes: IDLE + 32 * MiB });
+    run(
+      under,
+      [{ ...base, sec: 120, offered: 1, drain: MiB, sawAmp: 16 * MiB }],
+      () => Infinity,
+      () => undefined,
+      () => 0,
+    );
+    assert.ok(under.value()!.bytesPerSec >= 0.9 * MiB, 'under it, the rate is learned');
+  });
+
   it('twoFigures rounds down to two significant figures', () => {
     assert.deepEqual([57.9, 100, 1234, 98765].map(twoFigures), [57, 100, 1200, 98000]);
   });
