@@ -33,8 +33,11 @@
  *   1/tauDownSec of the gap per second, and never below floorShare of the highest rate ever
  *   measured nor below minBytesPerSec. A flood the gateways refuse keeps what is admitted at
  *   or under the budget, which the node drains, so memory does not rise and nothing lowers it.
- * - No data: before any measurement the estimate is undefined (the gateways then apply only
- *   a configured writeBudget, as before), never a minimum. A restarted feed restores its last
+ * - No data: before anything was admitted the estimate is undefined (the gateways then apply
+ *   only a configured writeBudget, as before), never a minimum. Admitted writes but nothing
+ *   measured draining yet (memory rising faster than the writes, as nostr-rs-relay's does
+ *   until it falls back): provisionally the highest rate admitted over a window, which the
+ *   first measurement continues from (still never above what was admitted). A restarted feed restores its last
  *   estimate and highest measured rate (restore()); a gap in the inputs (a counter that went
  *   backwards, a missing sample) restarts the windows, not the estimate.
  */
@@ -165,6 +168,8 @@ export class DrainEstimator {
   private estimate: number | undefined;
   private max = 0;
   private ratio: number | undefined;
+  /** Something was measured draining (or restored): no more provisional rises. */
+  private measuredOnce = false;
   private lastT: number | undefined;
 
   constructor(params: Partial<DrainEstimatorParams> = {}) {
@@ -186,6 +191,7 @@ export class DrainEstimator {
     if (!(saved.bytesPerSec > 0 && saved.maxMeasured >= saved.bytesPerSec)) return;
     this.estimate = saved.bytesPerSec;
     this.max = saved.maxMeasured;
+    this.measuredOnce = true;
     const ratio = saved.pointsPerByte;
     if (ratio !== undefined && finite(ratio) && ratio > 0 && ratio <= 1) this.ratio = ratio;
   }
@@ -243,7 +249,10 @@ export class DrainEstimator {
     // What the short window measured draining: the relay's own figure where it exports one
     // over the whole window (memory need not follow its backlog byte for byte), else what
     // was admitted less what memory kept of it.
-    let measured = Math.max(0, A - Math.max(0, S));
+    // A rate the node took only by going over its target is not one it sustains (a relay whose
+    // memory grows with the rate and falls back later, as nostr-rs-relay's saw-tooth).
+    const over = (samples: readonly Sample[]) => samples.some((x) => x.mem > this.p.ceilingBytes);
+    let measured = over(short.samples) ? 0 : Math.max(0, A - Math.max(0, S));
     let capacity: number | undefined; // a measurement of capacity itself (relay backlog held)
     const relays = short.samples.map((s) => s.relay);
     const byRelay = relays.every((r) => r !== undefined);
@@ -258,14 +267,19 @@ export class DrainEstimator {
     // however its 5 s windows rise and fall.
     const long = this.window(this.p.longWindowSec, true);
     const rise = long && !byRelay ? envelopeSlope(long.samples) : 0;
-    if (long && !byRelay) measured = Math.max(measured, long.A - Math.max(0, rise));
-    // A rate the node took only by going over its target is not one it sustains (a relay whose
-    // memory grows with the rate and falls back later, as nostr-rs-relay's saw-tooth).
-    const over = (samples: readonly Sample[]) => samples.some((x) => x.mem > this.p.ceilingBytes);
-    if (!byRelay && over(long ? long.samples : short.samples)) measured = 0;
+    if (long && !byRelay && !over(long.samples)) {
+      measured = Math.max(measured, long.A - Math.max(0, rise));
+    }
     if (measured > 0) {
+      this.measuredOnce = true;
       this.max = Math.max(this.max, measured);
       this.estimate = Math.max(this.estimate ?? 0, measured);
+    } else if (!this.measuredOnce && A > 0) {
+      // Nothing measured draining yet (a relay whose memory rises faster than it is written
+      // to, and has not fallen back yet): provisionally, the highest rate it was given over
+      // a window. Scaled by m, that is an aggregate throttle on whatever floods the node;
+      // never "no data, so the minimum", and never "no data, so no budget".
+      this.estimate = Math.max(this.estimate ?? 0, A);
     }
     if (this.estimate === undefined) return undefined;
 

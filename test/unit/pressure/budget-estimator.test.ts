@@ -380,7 +380,10 @@ describe('learned budget: the estimator', { timeout: 120_000 }, () => {
       () => undefined,
       () => 0,
     );
-    assert.equal(est.value(), undefined, 'nothing measured under the ceiling');
+    const over = est.value()!;
+    assert.equal(over.maxMeasured, 0, 'nothing measured under the ceiling');
+    // Provisionally, what it was given over a window (never more), not nothing.
+    assert.ok(over.bytesPerSec > 0 && over.bytesPerSec <= MiB * 1.01, `${over.bytesPerSec}`);
     const under = new DrainEstimator({ ceilingBytes: IDLE + 32 * MiB });
     run(
       under,
@@ -389,7 +392,7 @@ describe('learned budget: the estimator', { timeout: 120_000 }, () => {
       () => undefined,
       () => 0,
     );
-    assert.ok(under.value()!.bytesPerSec >= 0.9 * MiB, 'under it, the rate is learned');
+    assert.ok(under.value()!.maxMeasured >= 0.9 * MiB, 'under it, the rate is learned');
   });
 
   it('twoFigures rounds down to two significant figures', () => {
