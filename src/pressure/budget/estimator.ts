@@ -274,7 +274,7 @@ export class DrainEstimator {
       this.measuredOnce = true;
       this.max = Math.max(this.max, measured);
       this.estimate = Math.max(this.estimate ?? 0, measured);
-    } else if (!this.measuredOnce && A > 0) {
+    } else if (!this.measuredOnce && !byRelay && A > 0) {
       // Nothing measured draining yet (a relay whose memory rises faster than it is written
       // to, and has not fallen back yet): provisionally, the highest rate it was given over
       // a window. Scaled by m, that is an aggregate throttle on whatever floods the node;
