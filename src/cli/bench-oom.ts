@@ -31,6 +31,8 @@ type OomFlags = Pick<
   | 'identities'
   | 'gateways'
   | 'writeBudget'
+  | 'learnBudget'
+  | 'learnFromDrain'
   | 'feedSource'
   | 'slowReaders'
   | 'slowReadersVia'
@@ -98,8 +100,18 @@ export function registerOomBench(bench: Command): void {
     .option('--identities <n>', 'identities of the spam wave', positiveInt, 1000)
     .option('--gateways <n>', 'gateways in front of the relay', positiveInt, 2)
     .option(
-      '--no-write-budget',
-      "leave out the gateways' node write budget (upstreams[].writeBudget) in adaptive arms",
+      '--write-budget',
+      "give the gateways the node's write budget (upstreams[].writeBudget: sustainable " +
+        'events/s) in adaptive arms; by default they have none and apply what the feed learns',
+      false,
+    )
+    .option(
+      '--no-learn-from-drain',
+      "the reference relay's feed learns from memory and admitted bytes, not the relay's drain",
+    )
+    .option(
+      '--no-learn-budget',
+      'the feed learns no write budget (with no --write-budget: the per-client caps alone)',
     )
     .addOption(
       new Option(
@@ -170,6 +182,8 @@ export function registerOomBench(bench: Command): void {
             identities: flags.identities,
             gateways: flags.gateways,
             writeBudget: flags.writeBudget,
+            learnBudget: flags.learnBudget,
+            learnFromDrain: flags.learnFromDrain,
             feedSource: flags.feedSource,
             slowReaders: flags.slowReaders,
             slowReadersVia: flags.slowReadersVia,

@@ -81,6 +81,26 @@ export function registerFeed(program: Command): void {
       'write bytes/s that m = 1 admits across all gateways',
       parseBytes,
     )
+    .option(
+      '--no-learn-budget',
+      "don't learn the node's write budget (by default the feed learns what the node drains " +
+        'from what the gateways admit and its memory, and publishes it as its budget)',
+    )
+    .option(
+      '--drain-stats <url>',
+      "a sluice reference relay's /stats: its own measured drain, for the learned budget " +
+        '(--relay gives it already)',
+    )
+    .option(
+      '--budget-flat <bytes>',
+      'learned budget: memory rising slower than this per second is flat (noise)',
+      parseBytes,
+    )
+    .option(
+      '--budget-min <bytes>',
+      'learned budget: the least drain (bytes/s) a decrease goes to',
+      parseBytes,
+    )
     .addOption(valkeyClientOption())
     .addOption(valkeyModeOption())
     .option('--valkey-nodes <list>', 'comma-separated host:port list', '127.0.0.1:6379')

@@ -105,7 +105,9 @@ const WriteBudget = z
   })
   .describe(
     "The node's write budget: while its multiplier m is below 1, writes to it also consume " +
-      'points x m per window from one counter shared by every gateway (after the per-client cap)',
+      'points x m per window from one counter shared by every gateway (after the per-client cap). ' +
+      "Optional with pressure on: the node's feed learns what it drains and publishes that as " +
+      'its budget; set here, it caps the learned one (the smaller per second applies)',
   );
 export type WriteBudget = z.infer<typeof WriteBudget>;
 

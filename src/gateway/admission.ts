@@ -23,7 +23,7 @@ import type { GatewayContext } from './context.js';
 /** What the admission step reads from the gateway: built before it, so no cycle and no cast. */
 export type AdmissionServices = Pick<
   GatewayContext,
-  'config' | 'store' | 'policy' | 'decider' | 'pool' | 'metrics' | 'log'
+  'config' | 'store' | 'policy' | 'decider' | 'pool' | 'metrics' | 'log' | 'admittedTally'
 >;
 import { NostrSession } from '../nostr/session.js';
 import type { Forwarded, SessionAction, SessionSettings } from '../nostr/session.js';
@@ -219,7 +219,10 @@ export class Admission {
       cost,
       nodeId: node.id,
     });
-    if (!decided) return { action: 'forward', node, target, headers: {} };
+    if (!decided) {
+      if (cls === 'write') this.forwarded(node.id, facts.contentLength ?? 0, cost);
+      return { action: 'forward', node, target, headers: {} };
+    }
     const decision = this.judged(decided, identity, cls, node.id);
     // The node's budget only once the client's own cap admitted the write: the heaviest
     // writers are refused by their caps and never draw on what the node takes from everyone.
@@ -233,7 +236,10 @@ export class Admission {
       nodeDecision ?? undefined,
     );
     const refusal = decision.admitted ? nodeDecision : decision;
-    if (!refusal || refusal.admitted) return { action: 'forward', node, target, headers };
+    if (!refusal || refusal.admitted) {
+      if (cls === 'write') this.forwarded(node.id, facts.contentLength ?? 0, cost);
+      return { action: 'forward', node, target, headers };
+    }
     // A quota store failure in fail-closed mode is our problem, not the client's: 503, never 429.
     return refusal.outcome === 'error'
       ? answer(storeUnavailableProblem(), { 'retry-after': '1' })
@@ -348,6 +354,7 @@ export class Admission {
         ? answer(storeUnavailableProblem(), { 'retry-after': '1' })
         : answer(quotaProblem(nodeDecision), headers);
     }
+    this.forwarded(node.id, body.length, judged.cost);
     return { action: 'forward', node, target, headers, onRelayAnswer };
   }
 
@@ -681,6 +688,7 @@ export class Admission {
       return { forward: false, reply: ['OK', event.id, false, refused] };
     }
     conn.session.eventForwarded(event, cost, bytes, how);
+    this.forwarded(conn.nodeId, bytes, cost);
     return FORWARD;
   }
 
@@ -880,6 +888,14 @@ export class Admission {
     return this.ctx.decider
       .decideNode({ identity: sender, ip, cls, cost, nodeId })
       .then((decided) => decided && this.judged(decided, sender, cls, nodeId));
+  }
+
+  /**
+   * A write on its way to the node: counted for its feed to learn what the node drains
+   * (pressure/budget/admitted-tally.ts: in memory here, batched to Valkey), pressure on only.
+   */
+  private forwarded(nodeId: string, bytes: number, cost: number): void {
+    this.ctx.admittedTally?.note(nodeId, bytes, cost);
   }
 
   /** Undefined when the node's budget admits the write, else the NIP-01 message. */

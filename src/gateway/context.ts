@@ -1,3 +1,4 @@
+import type { AdmittedTally } from '../pressure/budget/admitted-tally.js';
 import type { FastifyBaseLogger } from 'fastify';
 import type { GatewayConfig } from '../config/schema.js';
 import type { MultiplierBoard } from '../pressure/follower/board.js';
@@ -22,4 +23,6 @@ export interface GatewayContext {
   metrics: GatewayMetrics;
   address: ClientAddress;
   log: FastifyBaseLogger;
+  /** Writes forwarded per node, batched to Valkey for the feeds (pressure on; else absent). */
+  admittedTally?: AdmittedTally;
 }

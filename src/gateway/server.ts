@@ -17,6 +17,8 @@ import { registerHttpProxy } from './http-proxy.js';
 import { GatewayMetrics } from './metrics.js';
 import { UpstreamPool } from './upstreams.js';
 import { PressureFollower } from '../pressure/follower/follower.js';
+import { AdmittedTally } from '../pressure/budget/admitted-tally.js';
+import { LearnedBudgets } from '../pressure/budget/learned.js';
 import { initSignatureVerifier } from '../nostr/verify.js';
 import { attachWebSocketProxy } from './ws-proxy.js';
 
@@ -99,6 +101,8 @@ export async function buildGateway(
   const metrics = new GatewayMetrics(board, pool);
   const callOk = metrics.valkeyCall.labels({ client: store.client, result: 'ok' });
   const callFailed = metrics.valkeyCall.labels({ client: store.client, result: 'error' });
+  // Pressure on: each node's write budget is learned by its feed (pressure/budget).
+  const learned = config.pressure.enabled ? new LearnedBudgets() : undefined;
   const decider = new QuotaDecider(store, policy, board, config.quotas, {
     observer: { storeCall: (seconds, ok) => (ok ? callOk : callFailed).observe(seconds) },
     maxTrackedClients: config.limits.maxTrackedClients,
@@ -108,18 +112,44 @@ export async function buildGateway(
     writeBudgets: new Map(
       config.upstreams.flatMap((u) => (u.writeBudget ? [[u.id, u.writeBudget] as const] : [])),
     ),
+    ...(learned ? { learnedBudgets: learned } : {}),
+    nodeCount: config.upstreams.length,
   });
-  const services = { config, store, policy, decider, pool, metrics, log };
+  // Pressure on: every write forwarded is tallied per node, batched to Valkey for the feeds.
+  const admittedTally = config.pressure.enabled
+    ? new AdmittedTally(
+        store.admitted,
+        config.upstreams.map((u) => u.id),
+        (err) => log.debug({ err }, 'adding admitted writes for the feeds failed'),
+      )
+    : undefined;
+  const services = {
+    config,
+    store,
+    policy,
+    decider,
+    pool,
+    metrics,
+    log,
+    ...(admittedTally ? { admittedTally } : {}),
+  };
   const ctx: GatewayContext = { ...services, board, address, admission: new Admission(services) };
   if (config.pressure.avoidEmergency) pool.avoid((id) => board.get(id).emergency === true);
 
   await pool.start();
   const pressure = config.pressure.enabled
-    ? new PressureFollower(config.pressure, board, store, log, (s) =>
-        metrics.propagation.observe(s),
+    ? new PressureFollower(
+        config.pressure,
+        board,
+        store,
+        log,
+        (s) => metrics.propagation.observe(s),
+        Date.now,
+        learned,
       )
     : undefined;
   await pressure?.start();
+  admittedTally?.start();
   const app = Fastify({
     loggerInstance: log,
     logController: new LogController({ disableRequestLogging: !config.logging.requests }),
@@ -138,6 +168,7 @@ export async function buildGateway(
     async close() {
       pool.stop();
       await Promise.allSettled([app.close(), admin.close(), pressure?.stop()]);
+      await admittedTally?.stop().catch(() => undefined);
       // Unspent leased points go back before the connection closes.
       await decider.close();
       await store.close();

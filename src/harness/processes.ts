@@ -244,6 +244,10 @@ export interface FeedOptions {
   valkey: { client: string; mode: string; nodes: string[] };
   law?: LawName;
   env?: NodeJS.ProcessEnv;
+  /** false: the feed learns no write budget (--no-learn-budget). */
+  learnBudget?: boolean;
+  /** A reference relay whose /stats gives the learned budget its drain (--drain-stats). */
+  drainStats?: string;
 }
 
 export function startFeed(o: FeedOptions): Promise<SluiceProcess> {
@@ -261,6 +265,8 @@ export function startFeed(o: FeedOptions): Promise<SluiceProcess> {
   args.push('--target-bytes', String(o.targetBytes), '--tick-ms', String(o.tickMs));
   if (o.fastTickMs !== undefined) args.push('--fast-tick-ms', String(o.fastTickMs));
   if (o.law) args.push('--law', o.law);
+  if (o.learnBudget === false) args.push('--no-learn-budget');
+  if (o.drainStats !== undefined) args.push('--drain-stats', o.drainStats);
   args.push('--valkey-client', o.valkey.client, '--valkey-mode', o.valkey.mode);
   args.push('--valkey-nodes', o.valkey.nodes.join(','));
   return spawnSluice(args, { env: o.env });

@@ -22,7 +22,10 @@ export interface GatewayLimits {
   nostr: GatewayConfig['nostr'];
   /** The default tier's write quota in force on the node, when quotas are on. */
   writeQuota?: CurrentQuota;
-  /** The node's write budget (upstreams[].writeBudget), when it has one and quotas are on. */
+  /**
+   * The node's write budget in force (the learned one, capped by upstreams[].writeBudget),
+   * when it has one and quotas are on.
+   */
   nodeBudget?: CurrentQuota & { inForce: boolean };
 }
 

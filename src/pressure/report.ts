@@ -1,6 +1,15 @@
 import { z } from 'zod';
 import { decodeJson } from '../util/data.js';
 
+/** Far above any relay node (10 M points/s, 1 TB/s): anything larger is not a measurement. */
+export const MAX_LEARNED_POINTS = 10_000_000;
+export const MAX_LEARNED_BYTES_PER_SEC = 1e12;
+
+export const LearnedBudgetSchema = z.object({
+  points: z.number().int().min(1).max(MAX_LEARNED_POINTS),
+  bytesPerSec: z.number().positive().max(MAX_LEARNED_BYTES_PER_SEC),
+});
+
 /** One pressure report of one relay node, as the feed publishes it. */
 export const PressureReportSchema = z.object({
   node: z.string().min(1),
@@ -15,6 +24,13 @@ export const PressureReportSchema = z.object({
   /** When the feed sampled (ms since the epoch). */
   ts: z.number().int().min(0),
   law: z.string().min(1),
+  /**
+   * The write budget the feed learned of the node (pressure/budget): points per second for
+   * the gateways (bytes per second over the points per byte lately admitted) and the bytes
+   * per second it estimates the node drains. A malformed or absurd one is dropped on its own
+   * (the report's m still counts, and the gateway keeps the last good budget).
+   */
+  budget: LearnedBudgetSchema.optional().catch(undefined),
 });
 export type PressureReport = z.infer<typeof PressureReportSchema>;
 

@@ -13,6 +13,7 @@ import { effectivePoints, insuredPoints, quantiseMultiplier, secondsUntil } from
 import type { NodeMultipliers } from './multipliers.js';
 import { NODE_BUDGET_POLICY, NodeBudgets, budgetPoints } from './node-budget.js';
 import type { NodeBudgetState } from './node-budget.js';
+import type { LearnedBudgets } from '../pressure/budget/learned.js';
 import type { Identity, Policy } from './policy.js';
 
 export type { DecisionObserver } from './consume.js';
@@ -119,6 +120,13 @@ export interface DeciderOptions {
   onLeaseReturnFailed?: (err: unknown) => void;
   /** Write budgets by relay node (upstreams[].writeBudget); fixed for the process. */
   writeBudgets?: ReadonlyMap<string, WriteBudget>;
+  /**
+   * Write budgets learned by the nodes' feeds (pressure on): each node's budget is the smaller
+   * of the learned and the configured one, or whichever exists.
+   */
+  learnedBudgets?: LearnedBudgets;
+  /** Relay nodes configured (sizes the budgets' in-memory blocks when budgets are learned). */
+  nodeCount?: number;
 }
 
 /**
@@ -169,6 +177,8 @@ export class QuotaDecider {
       options.writeBudgets ?? new Map(),
       this.breaker,
       this.now,
+      options.learnedBudgets,
+      options.nodeCount ?? 0,
     );
     this.syncLeases();
     // A lower multiplier clips the leases held for its node at once, not at their next write.
@@ -377,11 +387,20 @@ export class QuotaDecider {
    * force and what Valkey counts of them this window.
    */
   async nodeBudgetState(nodeId: string): Promise<NodeBudgetState | undefined> {
-    const budget = this.nodeBudgets.get(nodeId);
+    const inForce = this.nodeBudgets.source(nodeId);
     const now = this.nodeBudgetNow(nodeId);
-    if (!budget || !now) return undefined;
+    if (!inForce || !now) return undefined;
+    const budget = inForce.budget;
+    const parts = this.nodeBudgets.parts(nodeId);
     const points = now.inForce ? now.points : undefined;
-    const state = { ...budget, inForce: now.inForce, effective: now.points };
+    const state = {
+      ...budget,
+      source: inForce.source,
+      configured: parts.configured ?? null,
+      learned: parts.learned ?? null,
+      inForce: now.inForce,
+      effective: now.points,
+    };
     if (points === undefined || points === 0 || this.storeDown) return { ...state, consumed: null };
     try {
       const d = await this.nodeBudgets.peek(nodeId, budget, points, this.settings);

@@ -13,6 +13,11 @@ import type { Consumer } from './consume.js';
 import { LimiterConsumer, guarded } from './consumers.js';
 import type { StoreBreaker } from './consumers.js';
 import { effectivePoints, insuredPoints } from './limits.js';
+import { effectiveBudget, smallerBudget } from '../pressure/budget/learned.js';
+import type { LearnedBudget, LearnedBudgets } from '../pressure/budget/learned.js';
+
+/** Counters kept per budget size (learned budgets change): past it, the old ones go. */
+const MAX_COUNTERS = 256;
 
 /** The policy name of the node budget in RateLimit headers and problem details. */
 export const NODE_BUDGET_POLICY = 'node-budget';
@@ -33,6 +38,12 @@ export function nodeBudgetPrefix(keyPrefix: string): string {
 
 /** A node's budget as the admin endpoint shows it. */
 export interface NodeBudgetState extends WriteBudget {
+  /** Where the budget in force comes from: the configuration, or what the feed learned. */
+  source: 'configured' | 'learned';
+  /** upstreams[].writeBudget, null when not configured. */
+  configured: WriteBudget | null;
+  /** What the node's feed learned (points/s, bytes/s, when), null when nothing yet. */
+  learned: LearnedBudget | null;
   /** The node's multiplier is below 1: writes to it consume the budget. */
   inForce: boolean;
   /** Points per window now: budget x m under pressure, the base otherwise. */
@@ -66,15 +77,37 @@ export class NodeBudgets {
     private readonly budgets: ReadonlyMap<string, WriteBudget>,
     private readonly breaker: StoreBreaker,
     private readonly now: () => number = Date.now,
+    /** The budgets the feeds learned (pressure on); a configured one caps them. */
+    private readonly learned?: LearnedBudgets,
+    /** Nodes the gateway writes to (bounds the in-memory blocks with learned budgets too). */
+    nodeCount = budgets.size,
   ) {
-    const nodes = Math.max(1, budgets.size);
-    this.blocks = new InMemoryBlocks(nodes, now);
-    this.insurance = new WindowCounters(nodes, now);
+    this.nodeCount = Math.max(1, nodeCount, budgets.size);
+    this.blocks = new InMemoryBlocks(this.nodeCount, now);
+    this.insurance = new WindowCounters(this.nodeCount, now);
   }
 
-  /** The node's budget at m = 1; undefined when it has none. */
+  private readonly nodeCount: number;
+
+  /**
+   * The node's budget at m = 1: the smaller per second of the learned one and the configured
+   * one, or whichever exists; undefined when it has neither.
+   */
   get(nodeId: string): WriteBudget | undefined {
-    return this.budgets.get(nodeId);
+    return smallerBudget(this.budgets.get(nodeId), this.learned?.budgetOf(nodeId));
+  }
+
+  /** The budget in force and where it comes from (admin view). */
+  source(nodeId: string): ReturnType<typeof effectiveBudget> {
+    return effectiveBudget(this.budgets.get(nodeId), this.learned?.get(nodeId));
+  }
+
+  /** The configured and the learned budget, each as it is (admin view). */
+  parts(nodeId: string): {
+    configured: WriteBudget | undefined;
+    learned: LearnedBudget | undefined;
+  } {
+    return { configured: this.budgets.get(nodeId), learned: this.learned?.get(nodeId) };
   }
 
   /**
@@ -87,6 +120,8 @@ export class NodeBudgets {
     const id = `${budget.windowSec}#${points}`;
     let consumer = this.consumers.get(id);
     if (!consumer) {
+      // A learned budget moves (on a grid of two figures): bound what is kept of old ones.
+      if (this.consumers.size >= MAX_COUNTERS) this.consumers.clear();
       const source = new LimiterConsumer(() => this.limiterFor(budget, points), points);
       consumer = guarded(source, points, {
         blocks: settings.inMemoryBlock && points > 0 ? this.blocks : undefined,
@@ -122,15 +157,15 @@ export class NodeBudgets {
     this.consumers.clear();
     if (keyPrefix === this.keyPrefix) return;
     this.keyPrefix = keyPrefix;
-    const nodes = Math.max(1, this.budgets.size);
-    this.blocks = new InMemoryBlocks(nodes, this.now);
-    this.insurance = new WindowCounters(nodes, this.now);
+    this.blocks = new InMemoryBlocks(this.nodeCount, this.now);
+    this.insurance = new WindowCounters(this.nodeCount, this.now);
   }
 
   private limiterFor(budget: WriteBudget, points: number): QuotaLimiter {
     const id = `${budget.windowSec}#${points}`;
     let limiter = this.limiters.get(id);
     if (!limiter) {
+      if (this.limiters.size >= MAX_COUNTERS) this.limiters.clear();
       limiter = this.store.limiter({
         keyPrefix: nodeBudgetPrefix(this.keyPrefix),
         points,

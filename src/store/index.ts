@@ -4,6 +4,8 @@ import type { EffectiveSettings } from './clients/driver.js';
 import { StoreError, describeError } from './errors.js';
 import { buildLimiter } from './limiter.js';
 import { leaseStore } from './lease.js';
+import { admittedCounts } from './admitted.js';
+import type { AdmittedCounts } from './admitted.js';
 import type { LeaseStore } from './lease.js';
 import type { LimiterOptions, QuotaLimiter } from './limiter.js';
 import { parseStoreOptions } from './options.js';
@@ -18,6 +20,8 @@ export type { ClientKind, NodeAddress, StoreOptionsInput, Topology } from './opt
 export type { EffectiveSettings } from './clients/driver.js';
 export type { KeyValue } from './kv.js';
 export type { Lease, LeaseStore } from './lease.js';
+export type { AdmittedCounts } from './admitted.js';
+export { admittedKey } from './admitted.js';
 
 /** A connected Valkey client of the configured kind and the limiters that match it. */
 export interface Store {
@@ -31,6 +35,8 @@ export interface Store {
   readonly kv: KeyValue;
   /** Quota leases on a limiter's counter key: several points in one atomic step. */
   readonly leases: LeaseStore;
+  /** What gateways admitted to each relay node (the learned write budget's input). */
+  readonly admitted: AdmittedCounts;
   /**
    * Listen on a channel, on a connection of its own (a subscribed connection serves no other
    * command). The clients resubscribe by themselves after a reconnect; callers should still
@@ -58,6 +64,7 @@ export async function createStore(input: StoreOptionsInput): Promise<Store> {
     limiter: (limiterOpts) => buildLimiter(conn, limiterOpts),
     kv: conn.kv,
     leases: leaseStore(conn),
+    admitted: admittedCounts(conn),
     async subscribe(channel, onMessage) {
       const listener = await driver.connect(opts, { channel, onMessage });
       return { close: () => listener.close() };

@@ -5,7 +5,7 @@
  * phase and then the flood; afterwards the relay is stopped gracefully and started again on
  * the same data to read back every event a writer was told was stored.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { startFeed } from '../../harness/processes.js';
@@ -19,6 +19,8 @@ import {
 } from '../run/adaptive-gateways.js';
 import type { AdaptiveValkey, Variant } from '../run/adaptive-gateways.js';
 import { MemoryGroup } from './cgroup.js';
+import { admittedKey, createStore, parseNodeAddress } from '../../store/index.js';
+import { learnedBudgetKey } from '../../pressure/feed/feed.js';
 import { Flood } from './flood.js';
 import type { FloodShape, FloodTransport } from './flood.js';
 import type { OomRelay } from './relays.js';
@@ -46,8 +48,15 @@ export interface OomScenario {
   identities: number;
   gateways: number;
   tickMs: number;
-  /** Give the gateways the node's write budget (sustainable events/s) in adaptive arms. */
+  /**
+   * Give the gateways the node's write budget (sustainable events/s) in adaptive arms, as
+   * upstreams[].writeBudget; without it they apply the budget the feed learns (learnBudget).
+   */
   writeBudget: boolean;
+  /** The feed learns the node's budget (its default); false: --no-learn-budget. */
+  learnBudget: boolean;
+  /** Learn from the reference relay's own drain metric (else from memory and admitted bytes). */
+  learnFromDrain: boolean;
   /** What the feed samples: the group (the figures), or the relay's own metric. */
   feedSource: 'cgroup' | 'relay';
   seed: number;
@@ -143,12 +152,19 @@ export async function runArm(
       floodSec: sc.floodSec,
     };
     await group.setLimit(frame.limitBytes);
+    // A fresh node: nothing learned of the previous arm's relay (the same node id).
+    await forgetLearned(relay.nodeId, ctx.valkey);
     const feed: SluiceProcess = await startFeed({
       nodeId: relay.nodeId,
       ...(sc.feedSource === 'cgroup' ? { cgroup: group.dir } : { relayUrl: supervisor.url }),
       targetBytes: frame.targetBytes,
       tickMs: sc.tickMs,
       law: feedLawOf(variant),
+      learnBudget: sc.learnBudget,
+      // The reference relay exports its own drain: the learned budget reads it there.
+      ...(relay.impl === 'reference' && sc.learnBudget && sc.learnFromDrain
+        ? { drainStats: supervisor.url }
+        : {}),
       valkey: ctx.valkey,
       env: ctx.env,
     });
@@ -231,6 +247,14 @@ export async function runArm(
     await readers?.stop();
     if (ctx.signal?.aborted) throw new Error('stopped');
 
+    // SLUICE_BENCH_OUTPUT_DIR: keep what the feed and gateways logged (warnings: an upstream
+    // marked down, Valkey failures), to tell where an arm's 5xx came from.
+    const outputDir = ctx.env.SLUICE_BENCH_OUTPUT_DIR;
+    if (outputDir) {
+      const stem = path.join(outputDir, `${relay.impl}-${shape}-${variant}`);
+      writeFileSync(`${stem}-feed.log`, feed.output());
+      gateways.forEach((g, i) => writeFileSync(`${stem}-gw${i}.log`, g.proc.output()));
+    }
     const { entries } = await emergencyTransitions(feed);
     const propagation = variant === 'none' ? null : await propagationMs(gateways);
     const finalStop = await supervisor.stop();
@@ -287,6 +311,22 @@ export async function runArm(
     await group.remove();
     relay?.dispose();
     rmSync(configDir, { recursive: true, force: true });
+  }
+}
+
+/** Remove a node's saved drain estimate and admitted counter (its feed learns from zero). */
+async function forgetLearned(nodeId: string, valkey: AdaptiveValkey): Promise<void> {
+  const store = await createStore({
+    client: valkey.client,
+    mode: valkey.mode,
+    nodes: valkey.nodes.map((n) => parseNodeAddress(n)),
+    clientName: 'sluice-bench-oom',
+  });
+  try {
+    await store.kv.del(learnedBudgetKey(nodeId));
+    await store.kv.del(admittedKey(nodeId));
+  } finally {
+    await store.close();
   }
 }
 

@@ -39,6 +39,8 @@ export interface OomBenchOptions {
   identities: number;
   gateways: number;
   writeBudget: boolean;
+  learnBudget: boolean;
+  learnFromDrain: boolean;
   feedSource: 'cgroup' | 'relay';
   slowReaders: number;
   slowReadersVia: 'relay' | 'gateway';
@@ -90,6 +92,8 @@ export async function runOomBench(
     gateways: o.gateways,
     tickMs: 500,
     writeBudget: o.writeBudget,
+    learnBudget: o.learnBudget,
+    learnFromDrain: o.learnFromDrain,
     feedSource: o.feedSource,
     seed: o.seed,
     maxInFlight: 1024,
@@ -129,6 +133,16 @@ export async function runOomBench(
     relay: relayName,
     flood: r.flood,
     variant: r.variant,
+    budget:
+      r.variant === 'none'
+        ? '-'
+        : r.writeBudgetPerSec
+          ? `configured ${r.writeBudgetPerSec}/s`
+          : o.learnBudget
+            ? o.learnFromDrain && o.relayImpl === 'reference'
+              ? 'learned (drain)'
+              : 'learned (memory)'
+            : 'none',
     summary: r.summary,
   }));
   const table = markdownTable(rows);

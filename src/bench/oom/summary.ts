@@ -170,6 +170,8 @@ export interface ArmRow {
   relay: string;
   flood: FloodShape;
   variant: Variant;
+  /** The node's write budget in the arm: configured, learned by the feed, or none. */
+  budget?: string;
   summary: ArmSummary;
 }
 
@@ -189,14 +191,14 @@ const n = (x: number) => x.toLocaleString('en-US');
 /** The markdown table of a session: one row per relay, flood and arm. */
 export function markdownTable(rows: ArmRow[]): string {
   const lines = [
-    '| relay | flood | adaptation | OOM kills | acked, lost | peak / limit | peak / target | s above target | accepted / sustainable (settled) | 2xx | 429 | 5xx | errors | other |',
-    '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
+    '| relay | flood | adaptation | write budget | OOM kills | acked, lost | peak / limit | peak / target | s above target | accepted / sustainable (settled) | 2xx | 429 | 5xx | errors | other |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
   ];
   for (const r of rows) {
     const s = r.summary;
     const x = s.responses;
     lines.push(
-      `| ${r.relay} | ${FLOOD_NAMES[r.flood]} | ${VARIANT_NAMES[r.variant]} | ${s.oomKills} | ` +
+      `| ${r.relay} | ${FLOOD_NAMES[r.flood]} | ${VARIANT_NAMES[r.variant]} | ${r.budget ?? '-'} | ${s.oomKills} | ` +
         `${n(s.ackedEvents)}, ${n(s.ackedLost)} | ${s.peakOverLimit.toFixed(2)} | ` +
         `${s.peakOverTarget.toFixed(2)} | ${s.secondsAboveTarget.toFixed(1)} | ` +
         `${s.acceptedShareOfSustainable.toFixed(2)} (${s.settledAcceptedShareOfSustainable.toFixed(2)}) | ` +

@@ -10,6 +10,7 @@ import type { LawParams } from '../laws/law-params.js';
 import { cgroupSampler, processSampler, prometheusSampler } from './samplers.js';
 import type { Sampler } from './samplers.js';
 import { DEFAULT_FAST_TICK_MS } from './tick-pace.js';
+import { DrainEstimator } from '../budget/estimator.js';
 import { readyLine } from '../../util/ready-line.js';
 
 export interface FeedProcessOptions {
@@ -29,6 +30,12 @@ export interface FeedProcessOptions {
   law: LawName;
   acceptableBacklog?: number;
   baseRate?: number;
+  /** Learn the node's write budget (default on; --no-learn-budget). */
+  learnBudget?: boolean;
+  /** The reference relay's /stats for its drain (learning only; --relay gives it). */
+  drainStats?: string;
+  budgetFlat?: number;
+  budgetMin?: number;
   valkeyClient: ClientKind;
   valkeyMode: Topology;
   valkeyNodes: string;
@@ -120,6 +127,21 @@ export async function runFeed(o: FeedProcessOptions): Promise<() => Promise<void
     makeLaw,
     kv: store.kv,
     log,
+    ...(o.learnBudget === false
+      ? {}
+      : {
+          learn: {
+            admitted: store.admitted,
+            estimator: new DrainEstimator({
+              ceilingBytes: targetBytes,
+              ...(o.budgetFlat !== undefined ? { flatBytesPerSec: o.budgetFlat } : {}),
+              ...(o.budgetMin !== undefined ? { minBytesPerSec: o.budgetMin } : {}),
+            }),
+            ...(o.drainStats
+              ? { drain: relayBacklog(`${o.drainStats.replace(/\/(stats)?$/, '')}/stats`) }
+              : {}),
+          },
+        }),
   });
   try {
     await feed.start();

@@ -7,6 +7,9 @@ import type { LawParams } from '../laws/law-params.js';
 import { PRESSURE_CHANNEL, encodeReport, pressureKey } from '../report.js';
 import type { PressureReport } from '../report.js';
 import type { Sampler } from './samplers.js';
+import type { AdmittedCounts } from '../../store/admitted.js';
+import { budgetPointsOf } from '../budget/estimator.js';
+import type { DrainEstimator } from '../budget/estimator.js';
 import { TickPace, paceParams, shouldPublish } from './tick-pace.js';
 
 export interface FeedLog {
@@ -30,7 +33,28 @@ export interface FeedOptions {
   law: ControlLaw;
   kv: KeyValue;
   log: FeedLog;
+  /**
+   * Learn the node's write budget (pressure/budget): what the gateways admitted to it, read
+   * on the tick, and the estimator that turns that and memory into what the node drains.
+   * Absent: no budget is published (gateways then apply only a configured writeBudget).
+   */
+  learn?: {
+    admitted: Pick<AdmittedCounts, 'read'>;
+    estimator: DrainEstimator;
+    /** The relay's own drain where it exports one and it is not the backlog source already. */
+    drain?: () => Promise<BacklogSample | undefined>;
+  };
 }
+
+/** Where a feed keeps its estimate across restarts (a day's lease: a dead node's goes). */
+export function learnedBudgetKey(nodeId: string): string {
+  return `sluice:budget:{${nodeId}}`;
+}
+const LEARNED_TTL_MS = 86_400_000;
+/** The admitted counter is read at most this often, whatever the tick's pace. */
+const ADMITTED_READ_MS = 250;
+/** The estimate is saved at most this often. */
+const LEARNED_SAVE_MS = 5_000;
 
 /** The feed's own Prometheus metrics. */
 function feedMetrics(registry: Registry) {
@@ -51,6 +75,14 @@ function feedMetrics(registry: Registry) {
       registers: [registry],
     }),
     tick: gauge('sluice_feed_tick_seconds', 'The current sampling period'),
+    budgetPoints: gauge(
+      'sluice_feed_budget_points',
+      'The write budget learned for the node (points per second), published in its reports',
+    ),
+    budgetBytes: gauge(
+      'sluice_feed_drain_bytes_per_second',
+      'What the feed estimates the node drains (write bytes per second)',
+    ),
     samples: new Counter({
       name: 'sluice_feed_samples_total',
       help: 'Memory samples taken (one per tick)',
@@ -95,6 +127,9 @@ export class PressureFeed {
   private law: ControlLaw;
   private paramsText: string | null = null;
   last: PressureReport | undefined;
+  private admittedReadAt = -Infinity;
+  private learnedSavedAt = -Infinity;
+  private budget: PressureReport['budget'];
 
   constructor(private readonly opts: FeedOptions) {
     this.law = opts.law;
@@ -139,9 +174,89 @@ export class PressureFeed {
     this.opts.log.info({ params }, 'control law parameters changed');
   }
 
+  /** A restarted feed resumes from its last estimate (never from "no data, so minimum"). */
+  private async restoreLearned(): Promise<void> {
+    const learn = this.opts.learn;
+    if (!learn) return;
+    try {
+      const text = await this.opts.kv.get(learnedBudgetKey(this.opts.nodeId));
+      const saved = text
+        ? (JSON.parse(text) as {
+            bytesPerSec?: unknown;
+            maxMeasured?: unknown;
+            pointsPerByte?: unknown;
+          })
+        : null;
+      if (saved && typeof saved.bytesPerSec === 'number' && typeof saved.maxMeasured === 'number') {
+        learn.estimator.restore({
+          bytesPerSec: saved.bytesPerSec,
+          maxMeasured: saved.maxMeasured,
+          ...(typeof saved.pointsPerByte === 'number'
+            ? { pointsPerByte: saved.pointsPerByte }
+            : {}),
+        });
+        const points = budgetPointsOf(learn.estimator.value());
+        const restored = learn.estimator.value();
+        if (points !== undefined && restored) {
+          this.budget = { points, bytesPerSec: Math.round(restored.bytesPerSec) };
+        }
+        const value = learn.estimator.value();
+        if (value) this.opts.log.info({ ...value }, 'learned write budget restored');
+      }
+    } catch (err) {
+      this.opts.log.warn({ err: (err as Error).message }, 'reading the saved budget failed');
+    }
+  }
+
+  /**
+   * One step of the budget's estimator: the admitted counter (at most every 250 ms), memory and
+   * the relay's drain where it exports one. A failed read skips the step (the estimate stays).
+   */
+  private async learn(memoryBytes: number, backlog: BacklogSample | undefined): Promise<void> {
+    const learn = this.opts.learn;
+    if (!learn) return;
+    const now = performance.now();
+    if (now - this.admittedReadAt < ADMITTED_READ_MS) return;
+    this.admittedReadAt = now;
+    let counts: { bytes: number; points: number };
+    try {
+      counts = await learn.admitted.read(this.opts.nodeId);
+    } catch {
+      return;
+    }
+    if (learn.drain) backlog = await learn.drain();
+    const estimate = learn.estimator.observe({
+      t: now / 1000,
+      admittedBytes: counts.bytes,
+      admittedPoints: counts.points,
+      memoryBytes,
+      relay: backlog
+        ? { drainedBytesPerSec: backlog.drainBytesPerSec, backlogBytes: backlog.bytes }
+        : undefined,
+    });
+    const points = budgetPointsOf(estimate);
+    if (estimate && points !== undefined) {
+      this.budget = { points, bytesPerSec: Math.round(estimate.bytesPerSec) };
+      this.metrics.budgetPoints.set(points);
+      this.metrics.budgetBytes.set(estimate.bytesPerSec);
+    }
+    if (estimate && now - this.learnedSavedAt >= LEARNED_SAVE_MS) {
+      this.learnedSavedAt = now;
+      const text = JSON.stringify({
+        bytesPerSec: estimate.bytesPerSec,
+        maxMeasured: estimate.maxMeasured,
+        ...(estimate.pointsPerByte !== undefined ? { pointsPerByte: estimate.pointsPerByte } : {}),
+      });
+      await this.opts.kv
+        .setWithLease(learnedBudgetKey(this.opts.nodeId), text, LEARNED_TTL_MS)
+        .catch(() => undefined);
+    }
+  }
+
   /** The first sample must succeed: an unreadable source is a configuration error. */
   async start(): Promise<void> {
     await this.opts.sampler.sample();
+    await this.restoreLearned();
     this.stopped = false;
     const began = performance.now();
     await this.tick();
@@ -198,6 +313,7 @@ export class PressureFeed {
       this.paramsCheckedAt = performance.now();
       await this.refreshParams();
     }
+    await this.learn(bytes, backlog);
     const out = this.law.step({
       t: performance.now() / 1000,
       u: bytes / opts.targetBytes,
@@ -220,6 +336,7 @@ export class PressureFeed {
       seq: this.seq++,
       ts: Date.now(),
       law: this.law.name,
+      ...(this.budget ? { budget: this.budget } : {}),
     };
     metrics.u.set(out.u);
     metrics.uhat.set(out.uhat);

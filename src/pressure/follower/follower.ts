@@ -4,6 +4,7 @@ import type { MultiplierBoard } from './board.js';
 import { PRESSURE_CHANNEL, decodeReport, pressureKey } from '../report.js';
 import type { PressureReport } from '../report.js';
 import { createFeedTracker } from './staleness.js';
+import type { LearnedBudgets } from '../budget/learned.js';
 import type { FeedValue } from './staleness.js';
 import type { Store, Subscription } from '../../store/index.js';
 
@@ -32,6 +33,8 @@ export class PressureFollower {
     /** Seconds from a feed's sample to this gateway applying it. */
     private readonly observePropagation: (seconds: number) => void = () => undefined,
     private readonly now: () => number = Date.now,
+    /** Where the budgets the feeds learned go (pressure/budget/learned.ts). */
+    private readonly learned?: LearnedBudgets,
   ) {
     for (const node of board.list()) {
       this.feeds.set(node.nodeId, {
@@ -70,6 +73,8 @@ export class PressureFollower {
     if (!feed) return;
     if (feed.last && report.ts <= feed.last.ts && report.seq <= feed.last.seq) return;
     feed.last = report;
+    // A report without a (valid) budget leaves the last good one: see LearnedBudgets.
+    if (report.budget) this.learned?.set(report.node, { ...report.budget, ts: report.ts });
     const now = this.now();
     feed.tracker.report(now / 1000, report.m);
     // Only live messages measure propagation: a key read back is up to a lease old by design.

@@ -174,12 +174,12 @@ describe('OOM figures', { timeout: 10_000 }, () => {
     assert.equal(targetsOf(failed).noKills, false);
 
     const table = markdownTable([
-      { relay: 'reference', flood: 'spam', variant: 'lead', summary: held },
+      { relay: 'reference', flood: 'spam', variant: 'lead', budget: 'learned', summary: held },
     ]);
-    assert.match(table, /^\| relay \| flood \| adaptation \| OOM kills/);
+    assert.match(table, /^\| relay \| flood \| adaptation \| write budget \| OOM kills/);
     assert.match(
       table,
-      /\| reference \| spam wave \| lead law \| 0 \| 300, 0 \| 0\.96 \| 1\.25 \|/,
+      /\| reference \| spam wave \| lead law \| learned \| 0 \| 300, 0 \| 0\.96 \| 1\.25 \|/,
     );
   });
 

@@ -14,6 +14,7 @@ import { PressureFollower } from '../../../src/pressure/follower/follower.js';
 import { PRESSURE_CHANNEL, encodeReport, pressureKey } from '../../../src/pressure/report.js';
 import type { PressureReport } from '../../../src/pressure/report.js';
 import type { KeyValue, Store, Subscription } from '../../../src/store/index.js';
+import { LearnedBudgets } from '../../../src/pressure/budget/learned.js';
 
 const SILENT = { debug: () => undefined } as unknown as FastifyBaseLogger;
 
@@ -43,6 +44,11 @@ class FakeStore implements Pick<Store, 'kv' | 'subscribe'> {
   publish(report: PressureReport): void {
     this.listener?.(encodeReport(report));
   }
+
+  /** Any text on the channel, as Valkey would deliver it. */
+  publishRaw(text: string): void {
+    this.listener?.(text);
+  }
 }
 
 function report(seq: number, ts: number, m: number, node = 'relay-a'): PressureReport {
@@ -61,7 +67,12 @@ describe('pressure follower', { timeout: 30_000 }, () => {
   let follower: PressureFollower | undefined;
   afterEach(async () => follower?.stop());
 
-  function start(store: FakeStore, clock: { now: number }, observed: number[] = []) {
+  function start(
+    store: FakeStore,
+    clock: { now: number },
+    observed: number[] = [],
+    learned?: LearnedBudgets,
+  ) {
     const pressure = GatewayConfigSchema.shape.pressure.parse({
       enabled: true,
       staleAfterMs: 1000,
@@ -79,6 +90,7 @@ describe('pressure follower', { timeout: 30_000 }, () => {
       SILENT,
       (s) => observed.push(s),
       () => clock.now,
+      learned,
     );
     return { board, started: follower.start() };
   }
@@ -125,5 +137,41 @@ describe('pressure follower', { timeout: 30_000 }, () => {
     clock.now += 1100; // the next repair is due once staleAfterMs has passed again
     await until('fresh from the key', () => board.get('relay-a').feedState === 'fresh');
     assert.equal(board.get('relay-a').value, 0.3);
+  });
+
+  it('takes the budget a feed learned; a malformed one is dropped, the last good one kept', async () => {
+    const store = new FakeStore();
+    const clock = { now: 3_000_000 };
+    const learned = new LearnedBudgets();
+    const { board, started } = start(store, clock, [], learned);
+    await started;
+    const budget = { points: 32, bytesPerSec: 1_048_576 };
+    store.publish({ ...report(1, clock.now, 0.8), budget });
+    assert.deepEqual(learned.get('relay-a'), { ...budget, ts: clock.now });
+    // Garbage in the budget: the report's m counts, the budget is ignored (never removed).
+    for (const [i, bad] of [
+      { points: -5, bytesPerSec: 1000 },
+      { points: 1e12, bytesPerSec: 1000 },
+      { points: 1.5, bytesPerSec: 1000 },
+      { points: 10, bytesPerSec: 'lots' },
+      'NaN',
+      null,
+    ].entries()) {
+      // Lower each time: drops apply at once.
+      const m = 0.4 - i * 0.05;
+      const text = JSON.stringify({ ...report(2 + i, clock.now + i + 1, m), budget: bad });
+      store.publishRaw(text);
+      assert.equal(board.get('relay-a').value, m, `m of report ${i} applied`);
+      assert.equal(learned.get('relay-a')?.points, 32, `budget ${JSON.stringify(bad)} ignored`);
+    }
+    // A report without one keeps it too; and so does a stale feed (the multiplier goes safe).
+    store.publish(report(20, clock.now + 20, 0.05));
+    assert.equal(learned.get('relay-a')?.points, 32);
+    clock.now += 5000;
+    await until('safe', () => board.get('relay-a').feedState === 'safe');
+    assert.equal(learned.get('relay-a')?.points, 32);
+    // Not JSON at all: nothing changes, nothing throws.
+    store.publishRaw('{"node":"relay-a","budget":');
+    assert.equal(learned.get('relay-a')?.points, 32);
   });
 });

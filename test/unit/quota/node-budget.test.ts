@@ -20,6 +20,7 @@ import { Policy, makeIdentity } from '../../../src/quota/policy.js';
 import { freshAuthor } from '../../helpers/clients.js';
 import { metricsFor, silent } from '../../helpers/fake-admission-context.js';
 import { FakeValkey, manualClock } from '../../helpers/fake-valkey.js';
+import { LearnedBudgets, effectiveBudget } from '../../../src/pressure/budget/learned.js';
 
 const PREFIX = 'nb';
 const NODE_KEY = `${PREFIX}:node:relay-a`;
@@ -37,7 +38,11 @@ function configOf(input: Omit<GatewayConfigInput, 'admin' | 'upstreams'>, budget
 }
 
 /** A decider over a fake Valkey, budgets as configured, writes from distinct addresses. */
-function deciderSetup(input: Omit<GatewayConfigInput, 'admin' | 'upstreams'> = {}, budget = 10) {
+function deciderSetup(
+  input: Omit<GatewayConfigInput, 'admin' | 'upstreams'> = {},
+  budget = 10,
+  learned?: LearnedBudgets,
+) {
   const config = configOf(input, budget);
   const clock = manualClock();
   const valkey = new FakeValkey(clock.now);
@@ -48,6 +53,8 @@ function deciderSetup(input: Omit<GatewayConfigInput, 'admin' | 'upstreams'> = {
   const decider = new QuotaDecider(valkey.store, new Policy(config.quotas), board, config.quotas, {
     now: clock.now,
     writeBudgets: budgets,
+    ...(learned ? { learnedBudgets: learned } : {}),
+    nodeCount: config.upstreams.length,
   });
   let n = 0;
   const write = (over: Partial<QuotaRequest> = {}) => {
@@ -141,6 +148,39 @@ describe('QuotaDecider.decideNode', { timeout: 10_000 }, () => {
     const d = (await write({ cost: 2 }))!;
     assert.deepEqual([d.admitted, d.limit], [true, 8]);
     assert.equal(valkey.consumed(NODE_KEY), 8);
+  });
+
+  it('a learned budget applies where none is configured, and the smaller per second where both are', async () => {
+    const learned = new LearnedBudgets();
+    const { board, decider, write } = deciderSetup({}, 10, learned);
+    board.setOverride('relay-a', 0.5);
+    board.setOverride('relay-b', 0.5);
+    // relay-b has no writeBudget: nothing until its feed has learned one, then points x m.
+    assert.equal(await write({ nodeId: 'relay-b' }), null);
+    learned.set('relay-b', { points: 8, bytesPerSec: 8 * 32768, ts: 1 });
+    const b = [];
+    for (let i = 0; i < 5; i++) b.push((await write({ nodeId: 'relay-b' }))!);
+    assert.deepEqual(
+      b.map((d) => d.admitted),
+      [true, true, true, true, false],
+    );
+    assert.equal(b[4]!.limit, 4);
+    // relay-a: configured 10/s; a learned 40/s does not raise it, a learned 6/s lowers it.
+    learned.set('relay-a', { points: 40, bytesPerSec: 1, ts: 1 });
+    assert.equal(decider.nodeBudgetNow('relay-a')!.basePoints, 10);
+    learned.set('relay-a', { points: 6, bytesPerSec: 1, ts: 1 });
+    assert.equal(decider.nodeBudgetNow('relay-a')!.basePoints, 6);
+    assert.equal((await write())!.limit, 3);
+    const state = (await decider.nodeBudgetState('relay-a'))!;
+    assert.deepEqual(
+      [state.source, state.points, state.configured?.points, state.learned?.points],
+      ['learned', 6, 10, 6],
+    );
+    // Per second: a configured 120 per 60 s (2/s) stays below a learned 5/s.
+    assert.deepEqual(
+      effectiveBudget({ points: 120, windowSec: 60 }, { points: 5, bytesPerSec: 1, ts: 0 }),
+      { budget: { points: 120, windowSec: 60 }, source: 'configured' },
+    );
   });
 
   it('charges nothing for a node without a budget, reads, free writes, allow-listed senders, quotas off', async () => {
