@@ -136,6 +136,8 @@ export interface FleetModeResult {
 
 interface Writer {
   from: string;
+  /** The writer's own key: its events have an author of their own. */
+  sk: Uint8Array;
   gateway: number;
   agent: http.Agent;
   inFlight: number;
@@ -259,12 +261,13 @@ export async function runFleetMode(
     );
     started.push(...feeds);
 
-    // Events: 16 KiB of content, signed as they go (libsecp256k1 in WebAssembly).
+    // Events: 16 KiB of content, signed as they go (libsecp256k1 in WebAssembly), each writer
+    // with a key of its own: one author for all six would put the whole fleet under that
+    // author's quota (measured: 119 events/s accepted with m = 1 on every node).
     const nw = await initNostrWasm();
-    const sk = generateSecretKey();
     const filler = 'x'.repeat(opts.eventContentBytes);
     let serial = 0;
-    const nextEvent = (): string => {
+    const nextEvent = (sk: Uint8Array): string => {
       const event = {
         kind: 1,
         created_at: Math.floor(Date.now() / 1000),
@@ -277,7 +280,7 @@ export async function runFleetMode(
       nw.finalizeEvent(event, sk);
       return JSON.stringify(event);
     };
-    const eventBytes = Buffer.byteLength(nextEvent());
+    const eventBytes = Buffer.byteLength(nextEvent(generateSecretKey()));
     const healthyPerSec = (NODES.length * opts.drainBytesPerSec) / eventBytes;
     const sustainableAfterPerSec =
       ((NODES.length - 1 + opts.degradeFactor) * opts.drainBytesPerSec) / eventBytes;
@@ -334,6 +337,7 @@ export async function runFleetMode(
     for (const [i, from] of balancedSources(opts.writers).entries()) {
       writers.push({
         from,
+        sk: generateSecretKey(),
         gateway: i % gateways.length,
         agent: new http.Agent({ keepAlive: true, maxSockets: MAX_IN_FLIGHT_PER_WRITER }),
         inFlight: 0,
@@ -374,7 +378,7 @@ export async function runFleetMode(
         return;
       }
       w.inFlight++;
-      const p = post(`${gateways[w.gateway]!.url}/events`, nextEvent(), w).then((r) => {
+      const p = post(`${gateways[w.gateway]!.url}/events`, nextEvent(w.sk), w).then((r) => {
         w.inFlight--;
         record(r);
       });

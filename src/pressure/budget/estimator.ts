@@ -336,13 +336,23 @@ export class DrainEstimator {
 }
 
 /**
- * The budget in write points per second a gateway applies: bytes/s x points per byte, on a
- * grid of two significant figures (so the gateways' counters do not change with every tick),
- * at least 1. Undefined when nothing converts it yet.
+ * The budget leaves this much room above the rate measured draining. The estimate only rises
+ * to what was admitted, and a budget exactly at it never admits more: one learned low (at a
+ * flood's first second, from a relay that had been quiet) would hold the node there for good
+ * (measured: 6 events/s for a relay that drains 64, while the law cut m to 0.6-0.95). With
+ * room, a node that keeps up is admitted more, measured draining more, and the estimate
+ * climbs by half each window; one that does not, shows it in memory, and the law cuts m.
+ */
+export const BUDGET_ROOM = 1.5;
+
+/**
+ * The budget in write points per second a gateway applies: bytes/s x points per byte x
+ * BUDGET_ROOM, on a grid of two significant figures (so the gateways' counters do not change
+ * with every tick), at least 1. Undefined when nothing converts it yet.
  */
 export function budgetPointsOf(e: DrainEstimate | undefined): number | undefined {
   if (!e || e.pointsPerByte === undefined || !(e.pointsPerByte > 0)) return undefined;
-  const raw = e.bytesPerSec * e.pointsPerByte;
+  const raw = e.bytesPerSec * e.pointsPerByte * BUDGET_ROOM;
   if (!Number.isFinite(raw) || raw <= 0) return undefined;
   return Math.max(1, twoFigures(raw));
 }
