@@ -130,9 +130,6 @@ function validate(p: LeadLawParams): void {
   }
   if (!(p.mMin > 0 && p.mMin < 1)) throw new RangeError(`lead law: mMin must be in (0, 1)`);
   if (!(p.uLo < p.uHi)) throw new RangeError(`lead law: uLo must be below uHi`);
-  if (!(p.minBandU <= p.uHi - p.uLo)) {
-    throw new RangeError('lead law: minBandU must not exceed uHi - uLo');
-  }
   if (!(p.uExit < p.uEmerg)) throw new RangeError(`lead law: uExit must be below uEmerg`);
   if (!(p.uHi <= p.uEmerg)) throw new RangeError(`lead law: uHi must not exceed uEmerg`);
   const { acceptableBacklogBytes: acc, baseBytesPerSec: base } = p;
@@ -181,7 +178,8 @@ export function createLeadLaw(params: Partial<LeadLawParams> = {}): ControlLaw {
   const probe = new PlateauProbe({
     uLo: p.uLo,
     uHi: p.uHi,
-    minWidthU: p.minBandU,
+    // A band configured narrower than minBandU keeps its own width.
+    minWidthU: Math.min(p.minBandU, p.uHi - p.uLo),
     uCeil: p.uEmerg,
     firstStepM: p.probeStepM,
     windowSec: p.probeHoldSec,

@@ -43,7 +43,10 @@ describe('bench fleet', { timeout: 60_000 }, () => {
       answers: { limited429: 12, other: { 502: 1 }, shed503: 1, errors: 1, notSent: 0 },
     } as unknown as FleetModeResult;
     const row = formatFleetTable([result]).split('\n')[2]!;
-    assert.match(row, /^\| 24 MiB \| 0\.125 \| headroom \| 0\.97 \(136\.6 of 140\.9\/s\) \| 0\.05 \| 0\.92 \|/);
+    assert.match(
+      row,
+      /^\| 24 MiB \| 0\.125 \| headroom \| 0\.97 \(136\.6 of 140\.9\/s\) \| 0\.05 \| 0\.92 \|/,
+    );
     assert.match(row, /\| 12 \| 3 \(1 x 502, 1 x 503 at m = 0, 1 connection errors\) \| 0 \|$/);
   });
 });

@@ -203,6 +203,16 @@ for (const law of TARGETED) {
   });
 }
 
+describe('lead law with a narrow band', BOUND, () => {
+  it('takes a band narrower than minBandU as configured (the admin endpoint sets such bands)', () => {
+    const law = createLeadLaw({ uLo: 0.0001, uHi: 0.0005, uExit: 0.0008, uEmerg: 0.001 });
+    let out = law.step({ t: 0, u: 0.5 });
+    for (let t = 0.05; t < 1; t += 0.05) out = law.step({ t, u: 0.5 });
+    assert.equal(out.mode, 'emergency');
+    assert.equal(out.m, DEFAULT_LEAD_LAW_PARAMS.mMin);
+  });
+});
+
 describe('lead law over a plateau of memory writes do not move', BOUND, () => {
   // Writes offered at 0.9 x the drain (the node keeps up), and a heap that grew to 0.8 or all
   // of the headroom in the first writes and is never given back: the fleet's healthy nodes.
