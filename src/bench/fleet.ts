@@ -291,6 +291,8 @@ export async function runFleetMode(
 
     const configDir = scratch('sluice-fleet-gw-');
     const gateways: { url: string; admin: string }[] = [];
+    // One prefix for both gateways: computed per gateway, the two would not share counters.
+    const keyPrefix = `fleet-${mode}-${Date.now()}`;
     for (let g = 0; g < 2; g++) {
       const gw = await startGateway(
         {
@@ -304,7 +306,7 @@ export async function runFleetMode(
           identity: { keySalt: KEY_SALT },
           limits: { maxBodyBytes: 4 * eventBytes },
           quotas: {
-            keyPrefix: `fleet-${mode}-${Date.now()}`,
+            keyPrefix,
             gateways: 2,
             tiers: { default: { write: { points: quotaPerSecPerWriter, windowSec: 1 } } },
           },

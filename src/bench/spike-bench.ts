@@ -201,6 +201,8 @@ async function runArm(
     const sustainablePerSec = o.drainBytesPerSec / (o.eventContentBytes + EVENT_OVERHEAD);
     const quotaPerSec = Math.round(3 * sustainablePerSec);
     const gateways: { url: string; admin: string }[] = [];
+    // One prefix for both gateways: computed per gateway, the two would not share counters.
+    const keyPrefix = `spike-${variant}-${pace}-${Date.now()}`;
     for (let g = 0; g < 2; g++) {
       const gw = await startGateway(
         {
@@ -212,7 +214,7 @@ async function runArm(
           workers: 1,
           limits: { maxBodyBytes: 2 * (o.burstContentBytes + EVENT_OVERHEAD) },
           quotas: {
-            keyPrefix: `spike-${variant}-${pace}-${Date.now()}`,
+            keyPrefix,
             tiers: { default: { write: { points: quotaPerSec, windowSec: 1 } } },
           },
           pressure: { enabled: true, evaluateMs: 100, staleAfterMs: 3 * o.tickMs, holdMs: 2000 },
