@@ -89,26 +89,15 @@ def _oom(data: dict[str, Any], file: str) -> list[PressureRun]:
     return out
 
 
-def _spike(data: dict[str, Any], file: str) -> list[PressureRun]:
-    out = []
-    for r in data.get("results") or []:
-        run = PressureRun("spike", f"Spike: {r.get('variant')}, feed tick {r.get('pace')}", file)
-        s = r.get("series")
-        if not isinstance(s, dict) or not s.get("t"):
-            run.why_none = NO_SERIES
-            out.append(run)
-            continue
-        run.nodes.append(NodeSeries("relay-a", _nums(s["t"]), _nums(s.get("u")), _nums(s.get("m"))))
-        run.marks = [(float(k["t"]), str(k.get("text", ""))) for k in r.get("marks") or []]
-        out.append(run)
-    return out
-
-
 def _fleet(data: dict[str, Any], file: str) -> list[PressureRun]:
     opts = data.get("options") or {}
     out = []
     for r in data.get("results") or []:
-        run = PressureRun("fleet", f"Fleet: routing {r.get('mode')}", file)
+        degrade = r.get("degradeFactor", opts.get("degradeFactor", "?"))
+        headroom = _num(r.get("headroomBytes"))
+        where = (f"{headroom / 2**20:.0f} MiB of headroom, sick node drained to {degrade}, "
+                 if headroom else "")
+        run = PressureRun("fleet", f"Fleet: {where}routing {r.get('mode')}", file)
         samples = r.get("samples")
         if not samples:
             run.why_none = NO_SERIES
@@ -125,25 +114,32 @@ def _fleet(data: dict[str, Any], file: str) -> list[PressureRun]:
                 [_num((s.get("m") or [None] * width)[i]) for s in samples]))
         at = _num(opts.get("degradeAtSec"))
         if at is not None:
-            run.marks.append((at, f"{FLEET_NODES[FLEET_SICK]}'s drain cut to "
-                                  f"{opts.get('degradeFactor', '?')}"))
+            run.marks.append((at, f"{FLEET_NODES[FLEET_SICK]}'s drain cut to {degrade}"))
         out.append(run)
     return out
 
 
-def _step(data: dict[str, Any], file: str) -> list[PressureRun]:
-    out = []
-    for r in data.get("results") or []:
-        run = PressureRun("step", f"Step response: {r.get('law')}, {r.get('disturbance')}", file)
-        s = r.get("series")
-        if not isinstance(s, dict) or not s.get("t"):
-            run.why_none = NO_SERIES
+def _one_node(kind: str, title: Callable[[dict[str, Any]], str]):
+    """A reader for a bench whose results each hold one relay's series and its marks."""
+    def read(data: dict[str, Any], file: str) -> list[PressureRun]:
+        out = []
+        for r in data.get("results") or []:
+            run = PressureRun(kind, title(r), file)
+            s = r.get("series")
+            if not isinstance(s, dict) or not s.get("t"):
+                run.why_none = NO_SERIES
+                out.append(run)
+                continue
+            run.nodes.append(
+                NodeSeries("relay-a", _nums(s["t"]), _nums(s.get("u")), _nums(s.get("m"))))
+            run.marks = [(float(k["t"]), str(k.get("text", ""))) for k in r.get("marks") or []]
             out.append(run)
-            continue
-        run.nodes.append(NodeSeries("relay-a", _nums(s["t"]), _nums(s.get("u")), _nums(s.get("m"))))
-        run.marks = [(float(k["t"]), str(k.get("text", ""))) for k in r.get("marks") or []]
-        out.append(run)
-    return out
+        return out
+    return read
+
+
+_spike = _one_node("spike", lambda r: f"Spike: {r.get('variant')}, feed tick {r.get('pace')}")
+_step = _one_node("step", lambda r: f"Step response: {r.get('law')}, {r.get('disturbance')}")
 
 
 READERS: dict[str, Callable[[dict[str, Any], str], list[PressureRun]]] = {
