@@ -82,6 +82,11 @@ export function registerFeed(program: Command): void {
       parseBytes,
     )
     .option(
+      '--forget-budget',
+      'start from nothing learned: drop the estimate a previous feed of this node saved (a ' +
+        'replaced node, or tests and benchmarks that share one Valkey)',
+    )
+    .option(
       '--no-learn-budget',
       "don't learn the node's write budget (by default the feed learns what the node drains " +
         'from what the gateways admit and its memory, and publishes it as its budget)',

@@ -246,6 +246,12 @@ export interface FeedOptions {
   env?: NodeJS.ProcessEnv;
   /** false: the feed learns no write budget (--no-learn-budget). */
   learnBudget?: boolean;
+  /**
+   * true: resume from the estimate a previous feed of this node saved. By default a feed
+   * started here forgets it (--forget-budget): tests and benchmarks share one Valkey and reuse
+   * node ids, and one file's relay-a is not the next one's.
+   */
+  keepLearned?: boolean;
   /** A reference relay whose /stats gives the learned budget its drain (--drain-stats). */
   drainStats?: string;
 }
@@ -266,6 +272,7 @@ export function startFeed(o: FeedOptions): Promise<SluiceProcess> {
   if (o.fastTickMs !== undefined) args.push('--fast-tick-ms', String(o.fastTickMs));
   if (o.law) args.push('--law', o.law);
   if (o.learnBudget === false) args.push('--no-learn-budget');
+  else if (o.keepLearned !== true) args.push('--forget-budget');
   if (o.drainStats !== undefined) args.push('--drain-stats', o.drainStats);
   args.push('--valkey-client', o.valkey.client, '--valkey-mode', o.valkey.mode);
   args.push('--valkey-nodes', o.valkey.nodes.join(','));

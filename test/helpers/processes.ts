@@ -124,6 +124,8 @@ export async function startFeed(opts: {
   tickMs: number;
   client: ClientKind;
   mode: Topology;
+  /** Resume from the estimate saved in Valkey (by default a test's feed forgets it). */
+  keepLearned?: boolean;
 }): Promise<SluiceProcess> {
   const nodes = nodesFor(opts.mode).map((n) => `${n.host}:${n.port}`);
   return stoppedAfterFile(

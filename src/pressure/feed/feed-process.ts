@@ -32,6 +32,8 @@ export interface FeedProcessOptions {
   baseRate?: number;
   /** Learn the node's write budget (default on; --no-learn-budget). */
   learnBudget?: boolean;
+  /** Drop the estimate a previous feed of this node saved (--forget-budget). */
+  forgetBudget?: boolean;
   /** The reference relay's /stats for its drain (learning only; --relay gives it). */
   drainStats?: string;
   budgetFlat?: number;
@@ -132,6 +134,7 @@ export async function runFeed(o: FeedProcessOptions): Promise<() => Promise<void
       : {
           learn: {
             admitted: store.admitted,
+            forget: o.forgetBudget === true,
             estimator: new DrainEstimator({
               ceilingBytes: targetBytes,
               ...(o.budgetFlat !== undefined ? { flatBytesPerSec: o.budgetFlat } : {}),

@@ -40,6 +40,8 @@ export interface FeedOptions {
    */
   learn?: {
     admitted: Pick<AdmittedCounts, 'read'>;
+    /** Start from nothing learned: the saved estimate is dropped, not restored. */
+    forget?: boolean;
     estimator: DrainEstimator;
     /** The relay's own drain where it exports one and it is not the backlog source already. */
     drain?: () => Promise<BacklogSample | undefined>;
@@ -179,6 +181,10 @@ export class PressureFeed {
     const learn = this.opts.learn;
     if (!learn) return;
     try {
+      if (learn.forget) {
+        await this.opts.kv.del(learnedBudgetKey(this.opts.nodeId));
+        return;
+      }
       const text = await this.opts.kv.get(learnedBudgetKey(this.opts.nodeId));
       const saved = text
         ? (JSON.parse(text) as {
