@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Problem } from '../quota/responses.js';
-import type { RelayAnswer } from './admission.js';
+import type { RelayVerdict, WriteTicket } from '../write/ticket.js';
 import type { GatewayContext } from './context.js';
 import type { RequestTarget } from './request-target.js';
 import { CLIENT_GONE, blameOf, clientError, readWhole } from './upstream-io.js';
@@ -13,8 +13,8 @@ export interface ForwardRoute {
   node: UpstreamState;
   target: RequestTarget;
   headers: Record<string, string>;
-  /** Told the relay's answer before the client gets it (an HTTP event: see Admission). */
-  onRelayAnswer?: (answer: RelayAnswer) => void;
+  /** An HTTP event's write, settled by the relay's answer before the client gets it. */
+  ticket?: WriteTicket | undefined;
 }
 
 /**
@@ -25,16 +25,15 @@ export interface ForwardRoute {
 export const MAX_INSPECTED_ANSWER_BYTES = 64 * 1024;
 
 /**
- * Whether a relay's answer to an HTTP event says it had the event already: a JSON object whose
- * `message` starts with `duplicate:` (the reference relay's), or a NIP-01 OK array whose
- * message does.
+ * The message of a relay's answer to an HTTP event: a JSON object's `message` (the reference
+ * relay's), or a NIP-01 OK array's.
  */
-export function answerSaysDuplicate(body: Buffer): boolean {
+export function answerMessage(body: Buffer): string | undefined {
   let parsed: unknown;
   try {
     parsed = JSON.parse(body.toString('utf8'));
   } catch {
-    return false;
+    return undefined;
   }
   let message: unknown;
   if (Array.isArray(parsed)) {
@@ -43,7 +42,24 @@ export function answerSaysDuplicate(body: Buffer): boolean {
   } else if (typeof parsed === 'object' && parsed !== null) {
     message = (parsed as { message?: unknown }).message;
   }
-  return typeof message === 'string' && message.startsWith('duplicate:');
+  return typeof message === 'string' ? message : undefined;
+}
+
+/** Whether a relay's answer to an HTTP event says it had the event already. */
+export function answerSaysDuplicate(body: Buffer): boolean {
+  return answerMessage(body)?.startsWith('duplicate:') === true;
+}
+
+/**
+ * What an HTTP answer says of the write: a 2xx stored it (or had it: `duplicate:`), a 4xx
+ * refused it (`invalid:` apart), anything else may have stored it (lost: kept).
+ */
+export function relayVerdictOf(status: number, message: string | undefined): RelayVerdict {
+  if (status >= 200 && status < 300) {
+    return message?.startsWith('duplicate:') ? 'duplicate' : 'stored';
+  }
+  if (status >= 400 && status < 500) return message?.startsWith('invalid:') ? 'invalid' : 'refused';
+  return 'lost';
 }
 
 /**
@@ -190,10 +206,11 @@ export function forwardToRelay(
       retryDelay: () => null,
       rewriteRequestHeaders: (_req, headers) => relayRequestHeaders(ctx, request.raw, headers),
       rewriteHeaders: (headers) => clientResponseHeaders(headers, route.headers),
-      onError: (rep, { error }) => answerForwardError(ctx, rep as FastifyReply, node, error),
-      ...(route.onRelayAnswer
-        ? { onResponse: inspected(ctx, node, route.onRelayAnswer) as never }
-        : {}),
+      onError: (rep, { error }) => {
+        settle(ctx, route.ticket, 'lost');
+        answerForwardError(ctx, rep as FastifyReply, node, error);
+      },
+      ...(route.ticket ? { onResponse: inspected(ctx, node, route.ticket) as never } : {}),
     });
   } catch (err) {
     // reply-from refuses some requests itself (a "/.." segment once decoded): the client's doing.
@@ -207,15 +224,19 @@ export function forwardToRelay(
   }
 }
 
+/** Settle a ticket from the proxy (errors are logged, never thrown at the client's answer). */
+function settle(ctx: GatewayContext, ticket: WriteTicket | undefined, verdict: RelayVerdict): void {
+  ticket?.settle(verdict).catch((err: unknown) => {
+    ctx.metrics.internalErrors.inc({ where: 'frame' });
+    ctx.log.error({ err }, 'settling a relay answer failed');
+  });
+}
+
 /**
  * reply-from's onResponse for an HTTP event: the relay's answer read whole (when short: see
- * MAX_INSPECTED_ANSWER_BYTES) and told to `onRelayAnswer`, then sent as it came.
+ * MAX_INSPECTED_ANSWER_BYTES) and settles the ticket, then sent as it came.
  */
-function inspected(
-  ctx: GatewayContext,
-  node: UpstreamState,
-  onRelayAnswer: (answer: RelayAnswer) => void,
-) {
+function inspected(ctx: GatewayContext, node: UpstreamState, ticket: WriteTicket) {
   return (
     _request: FastifyRequest,
     reply: FastifyReply,
@@ -223,16 +244,17 @@ function inspected(
   ): void => {
     const length = Number(res.headers['content-length']);
     if (!(length <= MAX_INSPECTED_ANSWER_BYTES)) {
-      onRelayAnswer({ status: res.statusCode, duplicate: false });
+      settle(ctx, ticket, relayVerdictOf(res.statusCode, undefined));
       reply.send(res.stream);
       return;
     }
     readWhole(res.stream).then(
       (body) => {
-        onRelayAnswer({ status: res.statusCode, duplicate: answerSaysDuplicate(body) });
+        settle(ctx, ticket, relayVerdictOf(res.statusCode, answerMessage(body)));
         reply.send(body);
       },
       (err: unknown) => {
+        settle(ctx, ticket, 'lost');
         // The relay failed mid-answer: its own headers (their length) no longer describe one.
         reply.removeHeader('content-length');
         answerForwardError(ctx, reply, node, err instanceof Error ? err : new Error(String(err)));

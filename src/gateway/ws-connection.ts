@@ -102,7 +102,7 @@ export class ProxiedConnection implements Drainable {
       }
       // The message reaches the client before what it causes (an OK before the close it ends in).
       if (!actions.some((a) => a.type === 'withhold')) this.toClient(data, isBinary);
-      for (const action of actions) if (action.type !== 'withhold') this.act(action);
+      for (const action of actions) this.act(action);
       if (this.lingering && session.awaitingCount === 0) this.closeUpstream(1000, 'client closed');
       if (this.leavingAs) this.leaveIfSettled();
     });
@@ -228,20 +228,28 @@ export class ProxiedConnection implements Drainable {
     this.closeBoth(code, reason, 'gateway');
   }
 
-  /** What the session asked after a relay message: I/O for the admission step, or a frame. */
+  /** What the session asked after a relay message: a frame to the relay, or a ticket settled. */
   private act(action: SessionAction): void {
     if (action.type === 'close-upstream') {
       this.toUpstream(Buffer.from(JSON.stringify(['CLOSE', action.subId])));
       return;
     }
-    if (action.type === 'close') {
-      this.closeForPolicy(action.code, action.reason);
+    if (action.type === 'unbind') {
+      this.ctx.metrics.frames.inc({ type: 'AUTH_REFUSED' });
       return;
     }
-    this.ctx.admission.act(this.facts, action).catch((err: unknown) => {
-      this.ctx.metrics.internalErrors.inc({ where: 'frame' });
-      this.ctx.log.error({ err, action: action.type }, 'settling a relay answer failed');
-    });
+    if (action.type !== 'settle') return;
+    action.ticket.settle(action.verdict).then(
+      (settled) => {
+        if (settled.invalid && this.facts.session.invalid()) {
+          this.closeForPolicy(1008, 'too many events that do not verify');
+        }
+      },
+      (err: unknown) => {
+        this.ctx.metrics.internalErrors.inc({ where: 'frame' });
+        this.ctx.log.error({ err, action: action.type }, 'settling a relay answer failed');
+      },
+    );
   }
 
   private send(message: unknown[]): void {

@@ -23,7 +23,7 @@
  *   (for relays without NIP-42), the relay's is withheld and no AUTH reaches the relay.
  */
 import type { Event } from 'nostr-tools/pure';
-import type { Receipt } from '../quota/consume.js';
+import type { RelayVerdict, WriteTicket } from '../write/ticket.js';
 import { authEventProblem, MAX_CHALLENGE_LENGTH } from './nip42.js';
 
 /** AUTH events a connection may have checked (signature included) before it is refused. */
@@ -56,29 +56,11 @@ export type SessionAction =
    * gateway issued its own (two challenges on one connection confuse clients).
    */
   | { type: 'withhold' }
-  /** Charge the author of event `id` its cost (the relay accepted it, or may have). */
-  | { type: 'charge-author'; id: string; pubkey: string; cost: number }
   /**
-   * Give the author of event `id` back what it was charged before forwarding (`receipt`):
-   * the relay refused the event, or had it already (`duplicate:`), or an event the gateway
-   * did not verify turned out not to be the author's.
+   * The relay answered a forwarded write (or its socket closed first: `lost`): settle its
+   * ticket (charges, claims, counts: see write/ticket.ts).
    */
-  | { type: 'refund-author'; id: string; pubkey: string; cost: number; receipt: Receipt }
-  /** Event `id`, forwarded unverified, does not verify: counted towards maxInvalidEvents. */
-  | { type: 'invalid'; id: string }
-  /** Close the client connection (after `invalid`, at maxInvalidEvents). */
-  | { type: 'close'; code: number; reason: string }
-  /**
-   * Charge the connection's address the cost of event `id`: it went in without paying the
-   * address (its author's tier lifts it) and the relay answered `duplicate:`, a replay.
-   */
-  | { type: 'charge-sender'; id: string; cost: number }
-  /**
-   * Mark `id` seen for its author's window (longer for an event dated ahead, see
-   * Admission.claimMs): the relay accepted this exact event. `shared`: in Valkey, for every
-   * gateway (the gateway verified it); else in this process's memory only.
-   */
-  | { type: 'claim'; id: string; pubkey: string; createdAt: number; shared: boolean }
+  | { type: 'settle'; ticket: WriteTicket; verdict: RelayVerdict }
   /** The relay refused the AUTH event that bound `pubkey`: it no longer identifies anyone. */
   | { type: 'unbind'; pubkey: string }
   /** Send the relay `["CLOSE", subId]`: the gateway no longer counts that subscription. */
@@ -93,29 +75,8 @@ export type AuthVerdict =
   | { bound?: undefined; forward: false; reply: unknown[]; invalidSignature?: boolean };
 
 interface Awaited {
-  pubkey: string;
-  createdAt: number;
-  cost: number;
   bytes: number;
-  /**
-   * Kept to verify later: under `relay` before a pessimistic charge, under `gateway` when it
-   * was forwarded unverified (on the relay's `invalid:`, or its socket's close); else dropped.
-   */
-  event?: Event;
-  /** Forwarded without charging the address (a lifting tier): a duplicate charges it. */
-  lifted?: boolean;
-  /** What the author was charged before forwarding (`gateway`): refunded if not stored. */
-  receipt?: Receipt;
-}
-
-/** How an EVENT went to the relay under `gateway`: see `eventForwarded`. */
-export interface Forwarded {
-  /** Without the address's charge (a lifting tier): a `duplicate:` answer charges it. */
-  lifted?: boolean;
-  /** The author's charge, refunded when the relay does not store the event. */
-  receipt?: Receipt | undefined;
-  /** Hashed, not verified: the relay's `invalid:` is checked here before it counts. */
-  unverified?: boolean;
+  ticket: WriteTicket;
 }
 
 /** The relay's messages the session follows, by their heads (never a full parse of EVENTs). */
@@ -273,26 +234,12 @@ export class NostrSession {
   }
 
   /**
-   * An EVENT went to the relay: its author is charged (`relay`) or its id claimed (`gateway`)
-   * on the relay's OK. `event` must be hashed by the gateway (its id is its content's hash).
-   * `lifted`: the address was not charged (its verified author's tier lifts it), so a
-   * `duplicate:` answer charges it then: a replay costs the replayer. `receipt`: what the
-   * author paid, given back when the relay does not store the event. `unverified`: only
-   * hashed, so a relay's `invalid:` is verified here to count against the connection.
+   * An EVENT went to the relay: the relay's answer to `id` settles its ticket (under `off`
+   * there is none, and nothing is awaited).
    */
-  eventForwarded(event: Event, cost: number, bytes: number, how: Forwarded = {}): void {
-    if (this.settings.author === 'off') return;
-    const keep = this.settings.author === 'relay' || how.unverified === true ? event : undefined;
-    const awaited: Awaited = {
-      pubkey: event.pubkey,
-      createdAt: event.created_at,
-      cost,
-      bytes,
-      event: keep,
-    };
-    if (how.lifted) awaited.lifted = true;
-    if (how.receipt) awaited.receipt = how.receipt;
-    this.awaiting.set(event.id, awaited);
+  eventForwarded(id: string, bytes: number, ticket: WriteTicket | undefined): void {
+    if (this.settings.author === 'off' || !ticket) return;
+    this.awaiting.set(id, { bytes, ticket });
     this.awaitingBytes += bytes;
   }
 
@@ -316,20 +263,13 @@ export class NostrSession {
   }
 
   /**
-   * The relay socket is gone: what it never answered is charged if its signature verifies
-   * (the relay may have stored it), under `relay`; under `gateway` the author paid already,
-   * and is refunded for an event forwarded unverified that turns out not to be its own.
+   * The relay socket is gone: what it never answered is settled as lost (the relay may have
+   * stored it: see WriteTicket).
    */
   upstreamGone(): SessionAction[] {
     const actions: SessionAction[] = [];
-    const relayMode = this.settings.author === 'relay';
-    for (const [id, awaited] of this.awaiting) {
-      const { event, pubkey, cost, receipt } = awaited;
-      if (relayMode && event && this.verify(event)) {
-        actions.push({ type: 'charge-author', id, pubkey, cost });
-      } else if (!relayMode && event && receipt && !this.verify(event)) {
-        actions.push({ type: 'refund-author', id, pubkey, cost, receipt });
-      }
+    for (const { ticket } of this.awaiting.values()) {
+      actions.push({ type: 'settle', ticket, verdict: 'lost' });
     }
     this.awaiting.clear();
     this.awaitingBytes = 0;
@@ -338,7 +278,6 @@ export class NostrSession {
   }
 
   private ok(id: string, accepted: boolean, prefix: string | undefined): SessionAction[] {
-    const duplicate = prefix === 'duplicate:';
     const authPubkey = this.authPending.get(id);
     if (authPubkey !== undefined) {
       this.authPending.delete(id);
@@ -350,36 +289,7 @@ export class NostrSession {
     if (!awaited) return [];
     this.awaiting.delete(id);
     this.awaitingBytes -= awaited.bytes;
-    const { pubkey, cost, receipt } = awaited;
-    // Nothing stored, or stored before: the author's charge for this one goes back.
-    const refund: SessionAction[] =
-      receipt && (!accepted || duplicate)
-        ? [{ type: 'refund-author', id, pubkey, cost, receipt }]
-        : [];
-    if (!accepted) {
-      if (this.settings.author !== 'gateway' || !awaited.event || prefix !== 'invalid:') {
-        return refund;
-      }
-      // Forwarded unverified and refused as invalid: a bad signature counts against the sender.
-      if (this.verify(awaited.event)) return refund;
-      refund.push({ type: 'invalid', id });
-      if (this.invalid()) {
-        refund.push({ type: 'close', code: 1008, reason: 'too many events that do not verify' });
-      }
-      return refund;
-    }
-    const actions: SessionAction[] = refund;
-    if (duplicate && awaited.lifted) actions.push({ type: 'charge-sender', id, cost });
-    if (this.settings.author === 'gateway') {
-      // Under `gateway`, an event is kept here only when it was forwarded unverified.
-      const shared = awaited.event === undefined;
-      actions.push({ type: 'claim', id, pubkey, createdAt: awaited.createdAt, shared });
-    }
-    // A duplicate's author was charged when the relay first stored it.
-    else if (!duplicate) {
-      actions.push({ type: 'charge-author', id, pubkey: awaited.pubkey, cost: awaited.cost });
-    }
-    return actions;
+    return [{ type: 'settle', ticket: awaited.ticket, verdict: verdictOf(accepted, prefix) }];
   }
 
   private subscriptionClosed(rawId: string): SessionAction[] {
@@ -403,4 +313,10 @@ export class NostrSession {
       // Not JSON: no challenge.
     }
   }
+}
+
+/** What an OK says of the write it answers. */
+function verdictOf(accepted: boolean, prefix: string | undefined): RelayVerdict {
+  if (accepted) return prefix === 'duplicate:' ? 'duplicate' : 'stored';
+  return prefix === 'invalid:' ? 'invalid' : 'refused';
 }

@@ -9,6 +9,7 @@ import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import type { ConnectionFacts, FrameVerdict } from '../../src/gateway/admission.js';
 import { verifies } from '../../src/gateway/admission.js';
+import { settleActions } from '../helpers/settle.js';
 import {
   eventIdMatches,
   parseClientFrame,
@@ -523,7 +524,7 @@ describe('the admission step over generated frames and requests', { timeout: 180
                 assert.equal(conn.session.invalidEvents, invalidBefore, 'counted on its answer');
                 // The relay refuses it: the author is refunded and the forgery counted here.
                 const no = Buffer.from(JSON.stringify(['OK', event.id, false, 'invalid: sig']));
-                const actions = conn.session.relay(no).map((a) => a.type);
+                const actions = await settleActions(conn.session, conn.session.relay(no));
                 const refunded = author.uncounted ? [] : ['refund-author'];
                 assert.deepEqual(actions.slice(0, refunded.length + 1), [...refunded, 'invalid']);
                 assert.equal(conn.session.invalidEvents, invalidBefore + 1, context);
@@ -605,17 +606,16 @@ describe('the admission step over generated frames and requests', { timeout: 180
                     f.relayRefuses ? 'blocked: no' : '',
                   ]),
                 );
-                const actions = conn.session.relay(ok);
+                const done = await settleActions(conn.session, conn.session.relay(ok));
                 const paid = charges.find((c) => c.source === 'pubkey' && !c.uncounted);
                 if (f.relayRefuses && paid && r.order.includes('pubkey')) {
                   assert.ok(
-                    actions.some((a) => a.type === 'refund-author'),
+                    done.includes('refund-author'),
                     `a refused event is refunded: ${context}`,
                   );
                   reached.refunded++;
                 }
                 if (!f.relayRefuses && r.quotasEnabled) acceptedIds.add(event.id);
-                for (const action of actions) await admission.act(conn, action);
               }
               break;
             }

@@ -31,6 +31,7 @@ import fc from 'fast-check';
 import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import type { Event } from 'nostr-tools/pure';
 import type { ConnectionFacts } from '../../../src/gateway/admission.js';
+import { settleActions } from '../../helpers/settle.js';
 import { initSignatureVerifier, verifySignature } from '../../../src/nostr/frames.js';
 import { NostrSession } from '../../../src/nostr/session.js';
 import type { QuotaDecision, QuotaRequest } from '../../../src/quota/decider.js';
@@ -387,9 +388,10 @@ class World {
       let pass = true;
       if (session.following) {
         for (const action of session.relay(Buffer.from(JSON.stringify(msg)))) {
-          reached[action.type]++;
-          if (action.type === 'withhold') pass = false;
-          else await this.act(action);
+          if (action.type === 'withhold') {
+            reached.withhold++;
+            pass = false;
+          } else await this.act(action);
         }
       }
       if (pass && this.clientOpen) this.clientGot.push(msg);
@@ -409,22 +411,27 @@ class World {
       if (pk !== undefined) this.unanswered.set(pk, (this.unanswered.get(pk) ?? 0) + 1);
     }
     const actions = this.conn.session.upstreamGone();
-    reached.pessimistic += actions.length;
-    for (const action of actions) await this.act(action);
+    for (const action of actions) {
+      const steps = await this.act(action);
+      reached.pessimistic += steps.filter((s) => s !== 'claim shared=true').length;
+    }
   }
 
   private async act(action: ReturnType<ConnectionFacts['session']['relay']>[number]) {
     if (action.type === 'close-upstream') {
+      reached['close-upstream']++;
       if (this.upstreamOpen) this.relay.receive(['CLOSE', action.subId]);
-      return;
+      return [];
     }
-    if (action.type === 'close') {
-      this.clientOpen = false;
-      return;
-    }
-    this.decider.attribution = 'id' in action ? action.id : undefined;
-    await this.under.admission.act(this.conn, action);
+    this.decider.attribution = action.type === 'settle' ? action.ticket.id : undefined;
+    const steps = await settleActions(this.conn.session, [action]);
     this.decider.attribution = undefined;
+    for (const step of steps) {
+      const name = step.startsWith('claim') ? 'claim' : step;
+      if (name in reached) reached[name as keyof typeof reached]++;
+      if (name === 'close') this.clientOpen = false;
+    }
+    return steps;
   }
 
   /** What must hold at every step. */

@@ -13,6 +13,7 @@ import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure
 import type { Event } from 'nostr-tools/pure';
 import { loadGatewayConfig, validateGatewayConfig } from '../../../src/config/load.js';
 import type { ConnectionFacts } from '../../../src/gateway/admission.js';
+import { settleActions } from '../../helpers/settle.js';
 import { initSignatureVerifier } from '../../../src/nostr/verify.js';
 import { Policy } from '../../../src/quota/policy.js';
 import {
@@ -268,11 +269,10 @@ describe('charges of a key in a lifting tier (admission, in process)', { timeout
     const conn = connection(u, '192.0.2.5');
     const mine = signedEvent(1, 'claimed', sk);
     await u.admission.frame(conn, eventFrame(mine), false);
-    for (const action of conn.session.relay(
-      Buffer.from(JSON.stringify(['OK', mine.id, true, ''])),
-    )) {
-      await u.admission.act(conn, action);
-    }
+    await settleActions(
+      conn.session,
+      conn.session.relay(Buffer.from(JSON.stringify(['OK', mine.id, true, '']))),
+    );
     assert.deepEqual(charged(u), [pk]);
     const replayer = connection(u, '192.0.2.6');
     const verdict = await u.admission.frame(replayer, eventFrame(mine), false);
@@ -287,12 +287,14 @@ describe('charges of a key in a lifting tier (admission, in process)', { timeout
       const mine = signedEvent(1, `unclaimed ${verify}`, sk);
       assert.equal((await u.admission.frame(conn, eventFrame(mine), false)).forward, true);
       const dup = ['OK', mine.id, true, 'duplicate: already have this event'];
-      const actions = conn.session.relay(Buffer.from(JSON.stringify(dup)));
+      const done = await settleActions(
+        conn.session,
+        conn.session.relay(Buffer.from(JSON.stringify(dup))),
+      );
       assert.deepEqual(
-        actions.map((a) => a.type),
+        done.map((step) => step.replace(/ shared=.*/, '')),
         verify === 'relay' ? ['charge-sender'] : ['refund-author', 'charge-sender', 'claim'],
       );
-      for (const action of actions) await u.admission.act(conn, action);
       // The replayer pays, the author does not: under relay it is charged on a fresh OK only,
       // under auto its charge (made before forwarding) is given back.
       assert.deepEqual(charged(u), verify === 'relay' ? ['ip:192.0.2.7'] : [pk, 'ip:192.0.2.7']);
@@ -315,11 +317,10 @@ describe('charges of a key in a lifting tier (admission, in process)', { timeout
     const good = signedEvent(1, 'good', sk);
     assert.equal((await u.admission.frame(conn, eventFrame(good), false)).forward, true);
     assert.deepEqual(charged(u), [], 'nothing before the relay OK: not even the address');
-    for (const action of conn.session.relay(
-      Buffer.from(JSON.stringify(['OK', good.id, true, ''])),
-    )) {
-      await u.admission.act(conn, action);
-    }
+    await settleActions(
+      conn.session,
+      conn.session.relay(Buffer.from(JSON.stringify(['OK', good.id, true, '']))),
+    );
     assert.deepEqual(charged(u), [pk]);
   });
 

@@ -1,0 +1,65 @@
+/**
+ * The services the write checks use, made once per gateway from its context: the charger, the
+ * seen ids, the per-author headroom and per-address failed checks, the settlement's claims.
+ */
+import { EventPolicy } from '../nostr/event-policy.js';
+import { eventIdMatches, verifySignature } from '../nostr/frames.js';
+import { Charger } from '../quota/charger.js';
+import { Headroom } from '../quota/headroom.js';
+import { pubkeyIdentity } from '../quota/policy.js';
+import { WindowCounters } from '../util/window-counters.js';
+import { SeenIds, claimMs } from '../write/seen-ids.js';
+import type { SettleServices } from '../write/ticket.js';
+import type { WriteServices } from '../write/write-state.js';
+import type { GatewayContext } from './context.js';
+
+/** What the write path reads from the gateway: built before it, so no cycle and no cast. */
+export type AdmissionServices = Pick<
+  GatewayContext,
+  'config' | 'store' | 'policy' | 'decider' | 'pool' | 'metrics' | 'log' | 'admittedTally'
+>;
+
+export function writeServices(ctx: AdmissionServices, now: () => number): WriteServices {
+  const { maxTrackedClients } = ctx.config.limits;
+  const seen = new SeenIds(maxTrackedClients, {
+    kv: () => ctx.store.kv,
+    down: () => ctx.decider.storeDown,
+    keyPrefix: () => ctx.config.quotas.keyPrefix,
+  });
+  const countFrame = (type: string) => ctx.metrics.frames.inc({ type });
+  return {
+    config: () => ctx.config,
+    policy: ctx.policy,
+    charger: new Charger(() => ctx.decider, ctx.policy, ctx.metrics, ctx.log),
+    seen,
+    headroom: new Headroom(maxTrackedClients, now),
+    failedChecks: new WindowCounters(maxTrackedClients),
+    eventPolicy: new EventPolicy(ctx.config.nostr),
+    verify: verifySignature,
+    hashMatches: eventIdMatches,
+    settle: settleServices(ctx, seen, now, countFrame),
+    countFrame,
+    forwarded: (nodeId, bytes, cost) => ctx.admittedTally?.note(nodeId, bytes, cost),
+    now,
+  };
+}
+
+function settleServices(
+  ctx: AdmissionServices,
+  seen: SeenIds,
+  now: () => number,
+  countFrame: (type: string) => void,
+): SettleServices {
+  return {
+    async claim(id, pubkey, createdAt, shared) {
+      const { policy, config } = ctx;
+      const tier = pubkeyIdentity('pubkey', pubkey, policy, config.identity.keySalt).tier;
+      const windowSec = policy.limitOf(tier, 'write')?.windowSec;
+      if (!windowSec) return;
+      const ms = claimMs(windowSec, createdAt, Math.floor(now() / 1000));
+      await seen.claim(id, ms, shared && config.quotas.enabled);
+    },
+    verify: verifySignature,
+    countInvalid: () => countFrame('INVALID_SIGNATURE'),
+  };
+}

@@ -1,0 +1,161 @@
+/**
+ * The one place a write's charges are taken and given back, for both transports (after
+ * rate-limiter-flexible's union of limiters: all consumed, or none kept).
+ *
+ * - The **fee**: what the senders (the API key or address, an AUTH pubkey) pay for asking,
+ *   taken before the gateway does work for the write (verifying a signature, asking Valkey).
+ *   All senders or none; once taken it stands whatever the verdict, since the work was done.
+ * - The **write**: the author's quota (or a lifting tier's), then, once every per-client cap
+ *   admitted it, the node's write budget. All or none: a refusal by any gives back what the
+ *   others took. The relay's answer settles it (see ticket.ts): nothing stored gives it back.
+ *
+ * A refused charge keeps what its own counter counted (it is over its limit anyway), unless
+ * `forgive` is asked: the refused write was not the identity's to pay (a forgery, a replay).
+ */
+import type { QuotaDecision, QuotaRequest } from '../quota/decider.js';
+import type { Charger } from '../quota/charger.js';
+import type { Identity } from '../quota/policy.js';
+
+/** One identity's charge and its finished decision (null: nothing was charged). */
+export interface Taken {
+  identity: Identity;
+  decision: QuotaDecision | null;
+}
+
+/** Why a plan refused, and the decision that did. */
+export interface PlanRefusal {
+  by: 'sender' | 'author' | 'budget';
+  decision: QuotaDecision;
+  /** The refused charge itself (its counter counted it): see `forgive`. */
+  taken?: Taken;
+}
+
+/** Where and what a write costs: the same for every line of its plan. */
+export interface PlanWhere {
+  ip: string;
+  nodeId: string;
+  cost: number;
+  /** Who the node's budget is charged under: the sender (its tier decides free writes). */
+  budgetPayer: Identity;
+}
+
+export class ChargePlan {
+  /** Charges the senders paid, kept. */
+  readonly fee: Taken[] = [];
+  /** The write's own charges, given back when the relay stores nothing. */
+  readonly write: Taken[] = [];
+  /** The node's budget decision, when the node charges one (under pressure). */
+  node: QuotaDecision | null = null;
+  /** Every decision taken, by identity key: what each charge showed, refused or given back. */
+  readonly decisions = new Map<string, QuotaDecision | null>();
+  /**
+   * The quota a client is shown (RateLimit headers): the first sender's that paid a fee, or,
+   * when no sender was asked one (a lifted write), the write's first payer's.
+   */
+  shown: QuotaDecision | undefined;
+  private feeAsked = false;
+
+  constructor(
+    private readonly charger: Charger,
+    readonly where: PlanWhere,
+  ) {}
+
+  /** The senders pay for what the gateway is about to do: all of them, or none. */
+  async payFee(senders: readonly Identity[]): Promise<PlanRefusal | undefined> {
+    const taken = await this.takeAll(senders);
+    this.show(taken, senders.length > 0);
+    const refused = firstRefused(taken);
+    if (refused) {
+      await this.giveBackAll(taken.filter((t) => t !== refused)); // refund: fee-refused
+      return { by: 'sender', decision: refused.decision!, taken: refused };
+    }
+    this.fee.push(...taken);
+    return undefined;
+  }
+
+  /**
+   * The write's own charges (`payers`: the author, a lifting tier), with the senders' fee in
+   * the same turn when `fee` names them (their commands leave in one write), then the node's
+   * budget: all or none.
+   */
+  async payWrite(
+    payers: readonly Identity[],
+    fee: readonly Identity[] = [],
+  ): Promise<PlanRefusal | undefined> {
+    const [feeTaken, writeTaken] = await Promise.all([this.takeAll(fee), this.takeAll(payers)]);
+    this.show(feeTaken, fee.length > 0);
+    this.show(writeTaken, false);
+    const feeRefused = firstRefused(feeTaken);
+    if (feeRefused) {
+      const others = [...feeTaken, ...writeTaken].filter((t) => t !== feeRefused);
+      await this.giveBackAll(others); // refund: fee-refused-with-write
+      return { by: 'sender', decision: feeRefused.decision!, taken: feeRefused };
+    }
+    this.fee.push(...feeTaken);
+    const writeRefused = firstRefused(writeTaken);
+    if (writeRefused) {
+      await this.giveBackAll(writeTaken.filter((t) => t !== writeRefused)); // refund: write-refused
+      return { by: 'author', decision: writeRefused.decision!, taken: writeRefused };
+    }
+    this.write.push(...writeTaken);
+    return this.payBudget();
+  }
+
+  /** The node's budget, last: its refusal gives back the write's charges. */
+  async payBudget(): Promise<PlanRefusal | undefined> {
+    const pending = this.charger.takeNode(this.request(this.where.budgetPayer));
+    if (!pending) return undefined;
+    this.node = await pending;
+    if (!this.node || this.node.admitted) return undefined;
+    await this.release(); // refund: budget-refused
+    return { by: 'budget', decision: this.node };
+  }
+
+  /** The relay stored nothing of this write: its own charges go back (the fee stands). */
+  async release(): Promise<void> {
+    const write = this.write.splice(0);
+    await this.giveBackAll(write);
+  }
+
+  /** A refused charge that was not the identity's to pay: what its counter counted goes back. */
+  async forgive(refusal: PlanRefusal): Promise<void> {
+    if (refusal.taken) await this.giveBackAll([refusal.taken]); // refund: forgiven
+  }
+
+  /** A charge made after the fact (the relay's answer proved it due): kept, never refused. */
+  async payLate(identity: Identity): Promise<QuotaDecision | null> {
+    return this.charger.take(this.request(identity));
+  }
+
+  private show(taken: readonly Taken[], asFee: boolean): void {
+    if (this.shown !== undefined || (this.feeAsked && !asFee)) return;
+    if (asFee) this.feeAsked = true;
+    this.shown = taken.find((t) => t.decision !== null)?.decision ?? undefined;
+  }
+
+  private request(identity: Identity): QuotaRequest {
+    const { ip, nodeId, cost } = this.where;
+    return { identity, ip, cls: 'write', cost, nodeId };
+  }
+
+  private takeAll(identities: readonly Identity[]): Promise<Taken[]> {
+    if (identities.length === 0) return Promise.resolve([]);
+    return Promise.all(
+      identities.map(async (identity) => {
+        const decision = await this.charger.take(this.request(identity));
+        this.decisions.set(identity.key, decision);
+        return { identity, decision };
+      }),
+    );
+  }
+
+  private async giveBackAll(taken: readonly Taken[]): Promise<void> {
+    await Promise.all(
+      taken.map((t) => this.charger.giveBack(this.request(t.identity), t.decision)),
+    );
+  }
+}
+
+function firstRefused(taken: readonly Taken[]): Taken | undefined {
+  return taken.find((t) => t.decision !== null && !t.decision.admitted);
+}

@@ -1,0 +1,240 @@
+/**
+ * The checks of one write, in the order they run (after khatru's lists of small rejecters):
+ * the same list for a WebSocket EVENT and an event POSTed over HTTP. Cheapest first, and work
+ * is charged before it is done. `route` picks the write's path once; each later check names
+ * the paths it serves and passes the others by.
+ *
+ * - lifted: its author's tier lifts the address (chargeAddress false): verified first, the
+ *   address pays only for a forgery or a replay.
+ * - hashed: its author had room to spare at its last charge: charged on the event's hash,
+ *   with its senders in one turn; the relay verifies it (its refusal gives the charge back).
+ * - verified: the signature is checked before its author is charged; a replay is answered.
+ * - relay: (nostr.verify relay) its author is charged on the relay's answer.
+ * - off: authors are not charged; the senders pay.
+ */
+import { nostrRejection } from '../quota/responses.js';
+import type { PlanRefusal } from './charge-plan.js';
+import { LIFT_AHEAD_SEC } from './seen-ids.js';
+import type { WriteCheck, WriteOutcome, WritePath, WriteState } from './write-state.js';
+
+/** The window of failed verifications per address that ends the lift (see `liftable`). */
+export const FAILED_CHECKS_WINDOW_MS = 60_000;
+
+function on(w: WriteState, ...paths: WritePath[]): boolean {
+  return paths.includes(w.path);
+}
+
+/** A refusal by quota, worded by quota (responses.ts). */
+export function quotaRefusal(r: PlanRefusal, w: WriteState): WriteOutcome {
+  const { decision, by } = r;
+  return {
+    type: 'refused',
+    kind: 'quota',
+    message: nostrRejection(decision),
+    decision,
+    by,
+    plan: w.plan,
+  };
+}
+
+/** An event whose id or signature is false: counted, and against its connection. */
+function invalid(w: WriteState, detail: string): WriteOutcome {
+  w.services.countFrame('INVALID_SIGNATURE');
+  return {
+    type: 'refused',
+    kind: 'invalid',
+    message: `invalid: ${detail}`,
+    counts: true,
+    plan: w.plan,
+  };
+}
+
+function duplicate(w: WriteState): WriteOutcome {
+  w.services.countFrame('DUPLICATE');
+  return { type: 'duplicate', plan: w.plan };
+}
+
+/** Kinds (nostr.blockedKinds), proof of work (nostr.pow), and the write's cost. */
+export const eventPolicy: WriteCheck = (w) => {
+  const judged = w.services.eventPolicy.judge(w.event, w.bytes);
+  if (judged.refused !== undefined) {
+    w.services.countFrame(judged.metric);
+    return { type: 'refused', kind: 'blocked', message: judged.refused };
+  }
+  w.cost = judged.cost;
+  w.plan.where.cost = judged.cost;
+  w.forged = judged.forged;
+  w.hashed = judged.hashed;
+  return undefined;
+};
+
+/** nostr.authRequiredForWrites: a connection bound by NIP-42 AUTH (HTTP never is). */
+export const authRequired: WriteCheck = (w) => {
+  if (!w.config.nostr.authRequiredForWrites || w.session?.authPubkey !== undefined) return;
+  w.services.countFrame('AUTH_REQUIRED');
+  return {
+    type: 'refused',
+    kind: 'auth',
+    message: 'auth-required: authenticate (NIP-42 AUTH) before writing to this relay',
+  };
+};
+
+/** The connection's own bounds: the same id awaited already, too much awaited. */
+export const heldOnConnection: WriteCheck = (w) => {
+  const held = w.session?.eventRefusal(w.event.id, w.bytes);
+  return held === undefined ? undefined : { type: 'refused', kind: 'held', message: held };
+};
+
+/** Which path the write takes (see the module's comment): decided before anything is charged. */
+export const route: WriteCheck = (w) => {
+  const { services, event } = w;
+  const onHash =
+    w.config.nostr.verify === 'auto' && services.headroom.roomFor(w.author.key, w.cost);
+  if (w.mode !== 'off' && liftable(w)) w.path = 'lifted';
+  else if (w.mode === 'gateway' && !w.forged && onHash && (w.hashed || services.hashMatches(event)))
+    w.path = 'hashed';
+  else w.path = w.mode === 'gateway' ? 'verified' : w.mode;
+  return undefined;
+};
+
+/**
+ * Whether the address may be spared: the pubkey is in a tier with chargeAddress false; the
+ * event is dated within its author's write window (at most LIFT_AHEAD_SEC ahead), so a replay
+ * meets the claim its first acceptance left; the sender is the address (an API key pays as
+ * ever); and fewer than nostr.maxInvalidEvents lifted events from this address failed
+ * verification this minute (past that, its events pay the address first: verifying is work).
+ */
+function liftable(w: WriteState): boolean {
+  const { policy, failedChecks } = w.services;
+  if (!policy.liftsAddress(w.event.pubkey)) return false;
+  const windowSec = policy.limitOf(w.author.tier, 'write')?.windowSec ?? 0;
+  const age = w.nowSec - w.event.created_at;
+  return (
+    age <= windowSec &&
+    age >= -LIFT_AHEAD_SEC &&
+    w.sender.source === 'ip' &&
+    failedChecks.peek(w.ip) < w.config.nostr.maxInvalidEvents
+  );
+}
+
+/** lifted: the signature first; a failure is counted, and paid by the senders after all. */
+export const liftedSignature: WriteCheck = async (w) => {
+  if (!on(w, 'lifted') || (!w.forged && w.services.verify(w.event))) return undefined;
+  w.services.failedChecks.consume(w.ip, 1, FAILED_CHECKS_WINDOW_MS);
+  await w.plan.payFee(w.senders);
+  return invalid(w, 'event id or signature does not verify');
+};
+
+/** hashed: a replay of what a relay accepted through this process, answered from memory. */
+export const acceptedHere: WriteCheck = async (w) => {
+  if (!on(w, 'hashed') || !w.services.seen.here(w.event.id)) return undefined;
+  const refused = await w.plan.payFee(w.senders);
+  return refused ? quotaRefusal(refused, w) : duplicate(w);
+};
+
+/** The senders pay before the gateway verifies (a forgery's refusal still says invalid). */
+export const senderFee: WriteCheck = async (w) => {
+  if (!on(w, 'verified', 'relay', 'off')) return undefined;
+  const refused = await w.plan.payFee(w.senders);
+  if (!refused) return undefined;
+  if (w.forged) w.feeRefused = refused;
+  else return quotaRefusal(refused, w);
+  return undefined;
+};
+
+/** An id that is not its content's hash; under relay, always hashed here (the OK proves it). */
+export const idMatchesContent: WriteCheck = (w) => {
+  if (!on(w, 'verified', 'relay', 'off')) return undefined;
+  if (w.forged) return invalid(w, 'event id does not match its content');
+  if (w.path === 'relay' && !w.hashed && !w.services.hashMatches(w.event)) {
+    return invalid(w, 'event id does not match its content');
+  }
+  return undefined;
+};
+
+/**
+ * An author this process knows is over its limit, refused before its signature is checked:
+ * nothing of its can be stored this window (a replay is still answered duplicate:).
+ */
+export const knownOverLimit: WriteCheck = async (w) => {
+  const relayMode = w.mode === 'relay' && on(w, 'relay', 'lifted');
+  if (!relayMode && !on(w, 'verified')) return undefined;
+  const over = w.services.charger.knownOverLimit({
+    identity: w.author,
+    cls: 'write',
+    nodeId: w.nodeId,
+  });
+  if (!over) return undefined;
+  if (!relayMode && (await w.services.seen.anywhere(w.event.id)) === true) return duplicate(w);
+  return quotaRefusal({ by: 'author', decision: over }, w);
+};
+
+/** verified (and off under nostr.verify always): the full NIP-01 check. */
+export const signature: WriteCheck = (w) => {
+  const checks = on(w, 'verified') || (on(w, 'off') && w.config.nostr.verify === 'always');
+  if (!checks || w.services.verify(w.event)) return undefined;
+  return invalid(w, 'event id or signature does not verify');
+};
+
+/** A replay of an event some gateway saw stored: answered here, its author spared. */
+export const replay: WriteCheck = async (w) => {
+  const lifted = on(w, 'lifted') && w.mode === 'gateway';
+  if (!lifted && !on(w, 'verified')) return undefined;
+  if ((await w.services.seen.anywhere(w.event.id)) !== true) return undefined;
+  // A lifted replay was not paid for yet: its senders pay now.
+  const refused = lifted ? await w.plan.payFee(w.senders) : undefined;
+  return refused ? quotaRefusal(refused, w) : duplicate(w);
+};
+
+/** lifted: senders that are not the address (an AUTH pubkey) pay as ever. */
+export const liftedFee: WriteCheck = async (w) => {
+  if (!on(w, 'lifted')) return undefined;
+  const refused = await w.plan.payFee(w.senders.filter((s) => s.source !== 'ip'));
+  return refused ? quotaRefusal(refused, w) : undefined;
+};
+
+/** The write's own charges, all or none: see charge-plan.ts. */
+export const writeCharges: WriteCheck = async (w) => {
+  const { plan, author, services } = w;
+  const chargesAuthor = w.mode === 'gateway' && on(w, 'verified', 'hashed', 'lifted');
+  if (!chargesAuthor) {
+    const refused = await plan.payBudget();
+    return refused ? quotaRefusal(refused, w) : undefined;
+  }
+  const hashed = on(w, 'hashed');
+  const refused = await plan.payWrite([author], hashed ? w.senders : []);
+  if (!on(w, 'lifted')) services.headroom.learn(author.key, plan.decisions.get(author.key) ?? null);
+  if (!refused) return undefined;
+  if (hashed && refused.by === 'author') return unpaidOnHash(w, refused);
+  return quotaRefusal(refused, w);
+};
+
+/**
+ * hashed, and its author refused: judged as a verified one would be before the refusal
+ * stands. A forgery, or a replay of a stored event, was not its author's to pay.
+ */
+async function unpaidOnHash(w: WriteState, refused: PlanRefusal): Promise<WriteOutcome> {
+  const forged = !w.services.verify(w.event);
+  if (!forged && (await w.services.seen.anywhere(w.event.id)) !== true) {
+    return quotaRefusal(refused, w);
+  }
+  await w.plan.forgive(refused);
+  return forged ? invalid(w, 'event id or signature does not verify') : duplicate(w);
+}
+
+/** Every write goes through these, in this order. */
+export const WRITE_CHECKS: readonly WriteCheck[] = [
+  eventPolicy,
+  authRequired,
+  heldOnConnection,
+  route,
+  liftedSignature,
+  acceptedHere,
+  senderFee,
+  idMatchesContent,
+  knownOverLimit,
+  signature,
+  replay,
+  liftedFee,
+  writeCharges,
+];

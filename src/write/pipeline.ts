@@ -1,0 +1,108 @@
+/**
+ * One write through the ordered checks (checks.ts), for either transport: the transport hands
+ * over the event and who sent it, and carries the outcome out (an OK, an HTTP answer, a
+ * forward with its ticket). Nothing here knows which transport it serves.
+ */
+import type { GatewayConfig } from '../config/schema.js';
+import type { Identity } from '../quota/policy.js';
+import { pubkeyIdentity, resolveIdentity } from '../quota/policy.js';
+import { ChargePlan } from './charge-plan.js';
+import { WRITE_CHECKS } from './checks.js';
+import { WriteTicket } from './ticket.js';
+import type { AuthorMode } from './ticket.js';
+import type { WriteOutcome, WriteRequest, WriteServices, WriteState } from './write-state.js';
+
+/** How authors are charged under this configuration (see SessionSettings.author). */
+export function authorMode(config: GatewayConfig): AuthorMode {
+  const { quotas, identity, nostr } = config;
+  if (!quotas.enabled || !identity.order.includes('pubkey')) return 'off';
+  return nostr.verify === 'relay' ? 'relay' : 'gateway';
+}
+
+/** The identity charged for everything a client sends: its API key, else its address. */
+export function senderIdentity(
+  config: GatewayConfig,
+  policy: WriteServices['policy'],
+  facts: { ip: string; apiKey?: string | undefined },
+): Identity {
+  const { order, keySalt } = config.identity;
+  const senderOrder = order.filter((s) => s !== 'pubkey' && s !== 'auth');
+  return resolveIdentity(facts, senderOrder, policy, keySalt);
+}
+
+/**
+ * The identities charged for each write and read of a sender, in charge order: its API key or
+ * address, and the pubkey it authenticated as (`auth` in identity.order), which adds a charge
+ * and never replaces the address's (a key costs nothing to mint), unless its tier lifts the
+ * address (chargeAddress false: the operator listed the key, and the gateway checked its AUTH).
+ */
+export function senderIdentities(
+  config: GatewayConfig,
+  policy: WriteServices['policy'],
+  base: Identity,
+  authPubkey: string | undefined,
+): Identity[] {
+  const { order, keySalt } = config.identity;
+  if (authPubkey === undefined || !order.includes('auth')) return [base];
+  const auth = pubkeyIdentity('auth', authPubkey, policy, keySalt);
+  return base.source === 'ip' && policy.liftsAddress(authPubkey) ? [auth] : [base, auth];
+}
+
+export async function runWrite(services: WriteServices, req: WriteRequest): Promise<WriteOutcome> {
+  const w = writeState(services, req);
+  for (const check of WRITE_CHECKS) {
+    const outcome = await check(w);
+    if (outcome) return outcome;
+  }
+  services.forwarded(w.nodeId, w.bytes, w.cost);
+  return { type: 'forward', plan: w.plan, ticket: ticketOf(w) };
+}
+
+function writeState(services: WriteServices, req: WriteRequest): WriteState {
+  const config = services.config();
+  const { policy } = services;
+  const sender = senderIdentity(config, policy, req);
+  let author: Identity | undefined;
+  return {
+    ...req,
+    services,
+    config,
+    nowSec: Math.floor(services.now() / 1000),
+    mode: req.session?.settings.author ?? authorMode(config),
+    path: 'off',
+    cost: 0,
+    forged: false,
+    hashed: false,
+    sender,
+    senders: senderIdentities(config, policy, sender, req.session?.authPubkey),
+    // Made when first read: with authors not charged (quotas off), never.
+    get author() {
+      return (author ??= pubkeyIdentity(
+        'pubkey',
+        req.event.pubkey,
+        policy,
+        config.identity.keySalt,
+      ));
+    },
+    plan: new ChargePlan(services.charger, {
+      ip: req.ip,
+      nodeId: req.nodeId,
+      cost: 0,
+      budgetPayer: sender,
+    }),
+  };
+}
+
+/** What the relay's answer settles: nothing when authors are not charged. */
+function ticketOf(w: WriteState): WriteTicket | undefined {
+  if (w.mode === 'off') return undefined;
+  const hashed = w.path === 'hashed';
+  return new WriteTicket(w.services.settle, w.plan, {
+    event: w.event,
+    mode: w.mode,
+    author: w.author,
+    unverified: hashed,
+    lifted: w.path === 'lifted' ? w.sender : undefined,
+    kept: w.mode === 'relay' || hashed ? w.event : undefined,
+  });
+}
