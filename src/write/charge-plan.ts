@@ -114,7 +114,7 @@ export class ChargePlan {
   /** The relay stored nothing of this write: its own charges go back (the fee stands). */
   async release(): Promise<void> {
     const write = this.write.splice(0);
-    await this.giveBackAll(write);
+    await this.giveBackAll(write); // refund: release
   }
 
   /** A refused charge that was not the identity's to pay: what its counter counted goes back. */

@@ -1,0 +1,128 @@
+/**
+ * The charge plan's refunds, each alone, with a fake charger (pure logic): a fee is all the
+ * senders or none, a write is all its payers and the node's budget or none, the relay's
+ * refusal gives the write back and keeps the fee, and a refused charge is given back only when
+ * forgiven. scripts/mutate-refunds.mjs removes each refund in turn: each must fail a test here.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { QuotaDecision, QuotaRequest } from '../../../src/quota/decider.js';
+import type { Charger } from '../../../src/quota/charger.js';
+import { makeIdentity } from '../../../src/quota/policy.js';
+import type { Identity } from '../../../src/quota/policy.js';
+import { ChargePlan } from '../../../src/write/charge-plan.js';
+
+function decision(admitted: boolean): QuotaDecision {
+  return {
+    outcome: admitted ? 'allowed' : 'limited',
+    admitted,
+    policy: 'writes',
+    limit: 5,
+    windowSec: 60,
+    remaining: admitted ? 1 : 0,
+    resetSec: 60,
+    multiplier: 1,
+    fromMemory: false,
+    receipt: { into: 'store', until: Number.MAX_SAFE_INTEGER },
+  };
+}
+
+/** Each identity's net points, charged and given back; refusals named by raw identity. */
+class FakeCharger {
+  readonly net = new Map<string, number>();
+  constructor(
+    private readonly refuse: ReadonlySet<string>,
+    private readonly budget: 'none' | 'admit' | 'refuse' = 'none',
+  ) {}
+  private add(raw: string, n: number): void {
+    this.net.set(raw, (this.net.get(raw) ?? 0) + n);
+  }
+  take(req: QuotaRequest): Promise<QuotaDecision | null> {
+    this.add(req.identity.raw, req.cost);
+    return Promise.resolve(decision(!this.refuse.has(req.identity.raw)));
+  }
+  takeNode(req: QuotaRequest): Promise<QuotaDecision | null> | null {
+    if (this.budget === 'none') return null;
+    this.add('node', req.cost);
+    return Promise.resolve({ ...decision(this.budget === 'admit'), policy: 'node-budget' });
+  }
+  giveBack(req: QuotaRequest, d: QuotaDecision | null): Promise<void> {
+    if (d?.receipt) this.add(req.identity.raw, -req.cost);
+    return Promise.resolve();
+  }
+}
+
+const id = (raw: string): Identity => makeIdentity('ip', raw, 'default', 'salt');
+const [ADDRESS, AUTH, AUTHOR, TIER] = ['address', 'auth', 'author', 'tier'].map(id) as [
+  Identity,
+  Identity,
+  Identity,
+  Identity,
+];
+
+function planOf(refuse: string[], budget: 'none' | 'admit' | 'refuse' = 'none') {
+  const charger = new FakeCharger(new Set(refuse), budget);
+  const plan = new ChargePlan(charger as unknown as Charger, {
+    ip: '192.0.2.1',
+    nodeId: 'relay-a',
+    cost: 1,
+    budgetPayer: ADDRESS,
+  });
+  return { plan, net: (raw: string) => charger.net.get(raw) ?? 0 };
+}
+
+describe('the charge plan: all or none, and what the relay settles', { timeout: 10_000 }, () => {
+  it('a fee refused by one sender gives back what the others paid; the refused keeps its count', async () => {
+    const { plan, net } = planOf(['auth']);
+    const refused = await plan.payFee([ADDRESS, AUTH]);
+    assert.equal(refused?.by, 'sender');
+    assert.equal(net('address'), 0, 'the address is given back');
+    assert.equal(net('auth'), 1, 'a refused charge stands (it is over its limit)');
+  });
+
+  it('a fee refused in the same turn as the write gives the write back', async () => {
+    const { plan, net } = planOf(['address']);
+    const refused = await plan.payWrite([AUTHOR], [ADDRESS]);
+    assert.equal(refused?.by, 'sender');
+    assert.equal(net('author'), 0);
+    assert.deepEqual(plan.write, []);
+  });
+
+  it("a payer's refusal gives back the other payers' charges, and keeps the fee", async () => {
+    const { plan, net } = planOf(['tier']);
+    assert.equal(await plan.payFee([ADDRESS]), undefined);
+    const refused = await plan.payWrite([AUTHOR, TIER]);
+    assert.equal(refused?.by, 'author');
+    assert.equal(net('author'), 0, 'the other payer is given back');
+    assert.equal(net('address'), 1, 'the fee stands');
+  });
+
+  it("the node's budget refusing gives the write back, and keeps the fee", async () => {
+    const { plan, net } = planOf([], 'refuse');
+    assert.equal(await plan.payFee([ADDRESS]), undefined);
+    const refused = await plan.payWrite([AUTHOR]);
+    assert.equal(refused?.by, 'budget');
+    assert.equal(net('author'), 0);
+    assert.equal(net('address'), 1);
+  });
+
+  it('the relay storing nothing gives the write back (release), once; the fee stands', async () => {
+    const { plan, net } = planOf([], 'admit');
+    await plan.payFee([ADDRESS]);
+    assert.equal(await plan.payWrite([AUTHOR]), undefined);
+    assert.equal(net('author'), 1);
+    await plan.release();
+    await plan.release();
+    assert.equal(net('author'), 0, 'given back exactly once');
+    assert.equal(net('address'), 1);
+  });
+
+  it("a refused charge that was not the payer's to pay is given back when forgiven", async () => {
+    const { plan, net } = planOf(['author']);
+    const refused = await plan.payWrite([AUTHOR]);
+    assert.ok(refused);
+    assert.equal(net('author'), 1);
+    await plan.forgive(refused);
+    assert.equal(net('author'), 0);
+  });
+});
