@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+/* global console, process */
 // Mutation check of the charge plan's refunds (issue 31): removes each refund in
 // dist/src/write/charge-plan.js in turn (the lines marked `// refund: <name>`), runs the tests
 // that hold the write path, and fails unless every mutation makes at least one test fail.

@@ -177,7 +177,8 @@ class OverWebSocket {
     const conn = this.conn(from);
     const frame = Buffer.from(JSON.stringify(['EVENT', event]));
     const verdict = await this.g.admission.frame(conn, frame, false);
-    const message = String(verdict.reply?.[3] ?? '');
+    const said = verdict.reply?.[3];
+    const message = typeof said === 'string' ? said : '';
     if (!verdict.forward) {
       return /awaits the relay's answer|awaiting the relay's answer/.test(message)
         ? 'held-on-connection'
@@ -339,7 +340,7 @@ describe('one write pipeline: WebSocket and HTTP charge the same', { timeout: 12
       http.g.policy,
       CONFIG.identity.keySalt,
     );
-    const replayed = signedEvent(1, 'replayed while the budget is spent', KEYS[1]!);
+    const replayed = signedEvent(1, 'replayed while the budget is spent', KEYS[1]);
     for (let n = 0; n < 5; n++) await http.send(n % 3, replayed, 'accept');
     const paid = await http.g.paid(author);
     assert.equal(paid, 0, `the author paid ${paid} for 5 replays the node's budget refused`);
