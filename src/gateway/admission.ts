@@ -2,13 +2,7 @@ import type { Event } from 'nostr-tools/pure';
 import { boundIdentityKeys, identityKeys } from '../quota/identity-keys.js';
 import { pubkeyIdentity } from '../quota/policy.js';
 import type { Identity } from '../quota/policy.js';
-import {
-  nostrRejection,
-  quotaProblem,
-  rateLimitHeaders,
-  storeUnavailableProblem,
-} from '../quota/responses.js';
-import type { Problem } from '../quota/responses.js';
+import { nostrRejection } from '../quota/responses.js';
 import { WindowCounters } from '../util/window-counters.js';
 import { NostrSession } from '../nostr/session.js';
 import type { SessionSettings } from '../nostr/session.js';
@@ -16,14 +10,13 @@ import { newChallenge } from '../nostr/nip42.js';
 import { parseClientFrame, parseEvent, sniffEventId, verifySignature } from '../nostr/frames.js';
 import { authorMode, runWrite, senderIdentities, senderIdentity } from '../write/pipeline.js';
 import type { WriteServices } from '../write/write-state.js';
-import { httpEventVerdict } from './http-event.js';
-import type { HttpFacts, HttpVerdict } from './http-event.js';
-import { parseRequestTarget } from './request-target.js';
+import { httpVerdict } from './http-admission.js';
+import type { HttpFacts, HttpVerdict } from './http-admission.js';
 import { writeServices } from './write-services.js';
 import type { AdmissionServices } from './write-services.js';
 
 export type { AdmissionServices } from './write-services.js';
-export type { HttpFacts, HttpVerdict, SenderFacts } from './http-event.js';
+export type { HttpFacts, HttpVerdict, SenderFacts } from './http-admission.js';
 
 /** One client WebSocket: who it is (fixed at connect) and its Nostr session. */
 export interface ConnectionFacts {
@@ -52,10 +45,6 @@ const TOO_MANY_INVALID = { code: 1008, reason: 'too many events that do not veri
  */
 const MAX_AWAITING_OK = 1024;
 const MAX_AWAITING_BYTES = 4 * 1024 * 1024;
-
-function problemOf(status: number, type: string, title: string, detail: string): Problem {
-  return { type: `urn:sluice:problem:${type}`, title, status, detail };
-}
 
 /**
  * What the proxies ask of each request and frame: the checks of the message as a whole (its
@@ -97,55 +86,9 @@ export class Admission {
     return senderIdentities(this.ctx.config, this.ctx.policy, base, conn.session.authPubkey);
   }
 
-  async http(facts: HttpFacts): Promise<HttpVerdict> {
-    const { ctx } = this;
-    const config = ctx.config;
-    const target = parseRequestTarget(facts.url);
-    if (!target) {
-      return answer(
-        problemOf(400, 'bad-request-target', 'Bad Request', 'the request target is not usable'),
-      );
-    }
-    const { cls, cost } = ctx.policy.classify(facts.method, target.path);
-    if (cls === 'deny') return answer(problemOf(404, 'not-found', 'Not Found', 'no such resource'));
-    const { maxBodyBytes } = config.limits;
-    if ((facts.contentLength ?? 0) > maxBodyBytes) {
-      const detail = `request bodies are limited to ${maxBodyBytes} bytes`;
-      return answer(problemOf(413, 'body-too-large', 'Content Too Large', detail));
-    }
-    const identity = this.sender(facts);
-    const node = ctx.pool.pick(identity.key);
-    if (!node) {
-      const problem = problemOf(
-        503,
-        'no-relay',
-        'Service Unavailable',
-        'no relay node is available',
-      );
-      return answer(problem, { 'retry-after': '1' });
-    }
-    if (cls === 'exempt') return { action: 'forward', node, target, headers: {} };
-    if (facts.eventBody !== undefined) {
-      return httpEventVerdict(this.writes, facts, facts.eventBody, node, target);
-    }
-    const where = { identity, ip: facts.ip, cls, cost, nodeId: node.id };
-    const decision = await this.writes.charger.take(where);
-    const forwarded = (headers: Record<string, string>): HttpVerdict => {
-      if (cls === 'write') this.writes.forwarded(node.id, facts.contentLength ?? 0, cost);
-      return { action: 'forward', node, target, headers };
-    };
-    if (!decision) return forwarded({});
-    // The node's budget only once the client's own cap admitted the write: the heaviest
-    // writers are refused by their caps and never draw on what the node takes from everyone.
-    const pending = decision.admitted ? this.writes.charger.takeNode(where) : null;
-    const nodeDecision = pending ? await pending : null;
-    const headers = rateLimitHeaders(decision, config.quotas.headers, nodeDecision ?? undefined);
-    const refused = decision.admitted ? nodeDecision : decision;
-    if (!refused || refused.admitted) return forwarded(headers);
-    // A quota store failure in fail-closed mode is our problem, not the client's: 503, never 429.
-    return refused.outcome === 'error'
-      ? answer(storeUnavailableProblem(), { 'retry-after': '1' })
-      : answer(quotaProblem(refused), headers);
+  /** An HTTP request: its target, class and size, then its quota (see http-event.ts). */
+  http(facts: HttpFacts): Promise<HttpVerdict> {
+    return httpVerdict(this.ctx, this.writes, facts);
   }
 
   async frame(conn: ConnectionFacts, data: Buffer, isBinary: boolean): Promise<FrameVerdict> {
@@ -304,10 +247,6 @@ export function verifies(
   quotasEnabled: boolean,
 ): boolean {
   return mode === 'always' || (mode === 'auto' && quotasEnabled && order.includes('pubkey'));
-}
-
-function answer(problem: Problem, headers: Record<string, string> = {}): HttpVerdict {
-  return { action: 'answer', problem, headers };
 }
 
 /** OK false for an EVENT whose id can be found without parsing, NOTICE otherwise. */

@@ -1,17 +1,20 @@
 /**
- * An event POSTed to one of nostr.httpEventPaths: parsed, then through the one write pipeline
- * (write/pipeline.ts) as a WebSocket EVENT is, its outcome answered in HTTP: a forward with the
- * ticket the relay's answer settles, or a problem (400 invalid, 403 refused by policy, 429 or
- * 503 by quota). Where the two transports still differ: write/transport-differences.ts.
+ * An HTTP request as admission decides it: its target, class and size, then its quota. An
+ * event POSTed to one of nostr.httpEventPaths goes through the one write pipeline
+ * (write/pipeline.ts) as a WebSocket EVENT does, its outcome answered in HTTP: a forward with
+ * the ticket the relay's answer settles, or a problem (400 invalid, 403 refused by policy, 429
+ * or 503 by quota). Where the two transports still differ: write/transport-differences.ts.
  */
 import type { QuotaDecision } from '../quota/decider.js';
 import { quotaProblem, rateLimitHeaders, storeUnavailableProblem } from '../quota/responses.js';
 import type { Problem } from '../quota/responses.js';
 import { parseEvent } from '../nostr/frames.js';
-import { runWrite } from '../write/pipeline.js';
+import { runWrite, senderIdentity } from '../write/pipeline.js';
 import type { WriteTicket } from '../write/ticket.js';
 import type { WriteOutcome, WriteServices } from '../write/write-state.js';
+import { parseRequestTarget } from './request-target.js';
 import type { RequestTarget } from './request-target.js';
+import type { AdmissionServices } from './write-services.js';
 import type { UpstreamState } from './upstreams.js';
 
 /** Who sends: the socket's address (after trusted proxies) and the API key it presented. */
@@ -47,7 +50,60 @@ function problemOf(status: number, type: string, title: string, detail: string):
 
 const invalidEvent = (detail: string) => problemOf(400, 'invalid-event', 'Bad Request', detail);
 
-export async function httpEventVerdict(
+/**
+ * An HTTP request: its target, class and size; an event POSTed to an event path goes through
+ * the write pipeline, any other write or read pays its sender's quota, then the node's budget.
+ */
+export async function httpVerdict(
+  ctx: AdmissionServices,
+  writes: WriteServices,
+  facts: HttpFacts,
+): Promise<HttpVerdict> {
+  const config = ctx.config;
+  const target = parseRequestTarget(facts.url);
+  if (!target) {
+    return answer(
+      problemOf(400, 'bad-request-target', 'Bad Request', 'the request target is not usable'),
+    );
+  }
+  const { cls, cost } = ctx.policy.classify(facts.method, target.path);
+  if (cls === 'deny') return answer(problemOf(404, 'not-found', 'Not Found', 'no such resource'));
+  const { maxBodyBytes } = config.limits;
+  if ((facts.contentLength ?? 0) > maxBodyBytes) {
+    const detail = `request bodies are limited to ${maxBodyBytes} bytes`;
+    return answer(problemOf(413, 'body-too-large', 'Content Too Large', detail));
+  }
+  const identity = senderIdentity(config, ctx.policy, facts);
+  const node = ctx.pool.pick(identity.key);
+  if (!node) {
+    const problem = problemOf(503, 'no-relay', 'Service Unavailable', 'no relay node is available');
+    return answer(problem, { 'retry-after': '1' });
+  }
+  if (cls === 'exempt') return { action: 'forward', node, target, headers: {} };
+  if (facts.eventBody !== undefined) {
+    return httpEventVerdict(writes, facts, facts.eventBody, node, target);
+  }
+  const where = { identity, ip: facts.ip, cls, cost, nodeId: node.id };
+  const decision = await writes.charger.take(where);
+  const forwarded = (headers: Record<string, string>): HttpVerdict => {
+    if (cls === 'write') writes.forwarded(node.id, facts.contentLength ?? 0, cost);
+    return { action: 'forward', node, target, headers };
+  };
+  if (!decision) return forwarded({});
+  // The node's budget only once the client's own cap admitted the write: the heaviest
+  // writers are refused by their caps and never draw on what the node takes from everyone.
+  const pending = decision.admitted ? writes.charger.takeNode(where) : null;
+  const nodeDecision = pending ? await pending : null;
+  const headers = rateLimitHeaders(decision, config.quotas.headers, nodeDecision ?? undefined);
+  const refused = decision.admitted ? nodeDecision : decision;
+  if (!refused || refused.admitted) return forwarded(headers);
+  // A quota store failure in fail-closed mode is our problem, not the client's: 503, never 429.
+  return refused.outcome === 'error'
+    ? answer(storeUnavailableProblem(), { 'retry-after': '1' })
+    : answer(quotaProblem(refused), headers);
+}
+
+async function httpEventVerdict(
   services: WriteServices,
   facts: HttpFacts,
   body: Buffer,
