@@ -82,7 +82,7 @@ export function registerGateway(program: Command): void {
     .option('--valkey-nodes <list>', 'comma-separated host:port list')
     .option(
       '--workers <n>',
-      'gateway processes sharing the port: a number, or auto (one per core)',
+      'gateway processes behind the port: a number, or auto (one per core)',
       workersFlag,
     )
     .option('--upstream <id=url>', "a relay node (repeatable; replaces the file's list)", collect)
