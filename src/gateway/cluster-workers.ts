@@ -85,6 +85,10 @@ export class ClusterWorkers {
     const worker = cluster.fork();
     const startedAt = Date.now();
     worker.on('message', this.onMessage);
+    // A worker whose channel is gone can take no socket: its slot is empty until it is replaced.
+    worker.once('disconnect', () => {
+      if (this.ready.get(slot) === worker) this.ready.delete(slot);
+    });
     worker.once('exit', (code, signal) => {
       if (this.ready.get(slot) === worker) this.ready.delete(slot);
       this.restart(slot, startedAt, { pid: worker.process.pid, code, signal });

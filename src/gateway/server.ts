@@ -66,11 +66,8 @@ export interface BuiltGateway {
   app: FastifyInstance;
   admin: FastifyInstance;
   ctx: GatewayContext;
-  /**
-   * Stop health checks, the pressure follower and Valkey, and close both apps; `drain` (the
-   * connections a cluster worker was handed) is awaited with the apps, before Valkey closes.
-   */
-  close(drain?: () => Promise<void>): Promise<void>;
+  /** Stop health checks, the pressure follower and Valkey, and close both apps. */
+  close(): Promise<void>;
 }
 
 /**
@@ -125,9 +122,9 @@ export async function buildGateway(
     app,
     admin,
     ctx,
-    async close(drain) {
+    async close() {
       pool.stop();
-      await Promise.allSettled([app.close(), admin.close(), pressure?.stop(), drain?.()]);
+      await Promise.allSettled([app.close(), admin.close(), pressure?.stop()]);
       await admittedTally?.stop().catch(() => undefined);
       // Unspent leased points go back before the connection closes.
       await decider.close();
@@ -233,13 +230,13 @@ export async function startGateway(
   const built = await buildGateway(config, log);
   const { app, admin, ctx } = built;
   const ws = attachWebSocketProxy(app.server, ctx);
+  const handed = worker ? handedConnections(app, config) : undefined;
   try {
     await listenOrReady(built, config, worker);
   } catch (err) {
     await built.close();
     throw err;
   }
-  const handed = worker ? new HandedConnections(app.server) : undefined;
   return {
     url: worker ? '' : listenUrl(app.server, config.listen.host),
     adminUrl: worker ? '' : listenUrl(admin.server, config.admin.host),
@@ -256,10 +253,20 @@ export async function startGateway(
     reload: (next) => reloadContext(ctx, next),
     async close() {
       ws.closeAll('gateway shutting down');
-      const graceMs = Math.max(0, config.shutdownGraceMs - 1000);
-      await built.close(handed && (() => handed.drain(graceMs)));
+      await built.close();
     },
   };
+}
+
+/**
+ * A worker's public connections (handed over by the primary). Node's own close waits only for
+ * the connections its server accepted: these are drained in preClose, once new requests are
+ * answered 503 and before the proxy's relay connections close (onClose), as Node would.
+ */
+function handedConnections(app: FastifyInstance, config: GatewayConfig): HandedConnections {
+  const handed = new HandedConnections(app.server);
+  app.addHook('preClose', () => handed.drain(Math.max(0, config.shutdownGraceMs - 1000)));
+  return handed;
 }
 
 async function listenOrReady(built: BuiltGateway, config: GatewayConfig, worker: boolean) {

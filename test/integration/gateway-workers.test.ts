@@ -6,6 +6,8 @@
  */
 import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { admin, request, startGateway } from '../helpers/gateway.js';
 import type { GatewayUnderTest } from '../helpers/gateway.js';
@@ -175,5 +177,53 @@ describe('gateway with two workers', { timeout: 180_000 }, () => {
     const code = await gw.proc.stop('SIGTERM');
     assert.equal(code, 0, gw.proc.output());
     for (const pid of children) assert.equal(alive(pid), false, `worker ${pid} is gone`);
+  });
+});
+
+describe('a worker stopping with a request in flight', { timeout: 60_000 }, () => {
+  let upstream: http.Server;
+  let gw: GatewayUnderTest;
+  /** Resolved when the slow relay holds a write; the answer comes `SLOW_MS` later. */
+  let arrived: () => void = () => undefined;
+  const held = new Promise<void>((resolve) => (arrived = resolve));
+  const SLOW_MS = 1500;
+
+  before(async () => {
+    upstream = http.createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        if (!req.url?.startsWith('/events')) return res.end('{}');
+        arrived();
+        setTimeout(() => res.end('{"stored":true}'), SLOW_MS);
+      });
+    });
+    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+    const { port } = upstream.address() as AddressInfo;
+    gw = await startGateway(
+      'iovalkey',
+      'standalone',
+      [{ id: 'slow', url: `http://127.0.0.1:${port}` }],
+      {
+        workers: 2,
+        healthCheck: { intervalMs: 500, path: '/' },
+        nostr: { httpEventPaths: [] },
+        quotas: { keyPrefix: `wstop${Date.now().toString(36)}` },
+      },
+    );
+  });
+
+  after(async () => {
+    await gw?.proc.stop();
+    upstream?.closeAllConnections();
+    await new Promise((resolve) => upstream?.close(resolve));
+  });
+
+  it('answers it before the worker exits on SIGTERM', async () => {
+    const answer = request(`${gw.url}/events`, { method: 'POST', body: '{}' });
+    await held;
+    const code = gw.proc.stop('SIGTERM');
+    const { status, body } = await answer;
+    assert.equal(status, 200, body);
+    assert.equal(await code, 0, gw.proc.output());
   });
 });
