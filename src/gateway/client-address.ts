@@ -59,6 +59,11 @@ export class ClientAddress {
     return peer !== undefined && this.trustsPeer(peer);
   }
 
+  /** The client a direct peer is when nothing it forwards is read (as `ip` counts it). */
+  peerIp(peer: string): string {
+    return clientNetwork(peer, this.ipv6PrefixLength);
+  }
+
   /** Whether a direct peer at this address is a trusted proxy. */
   trustsPeer(peer: string): boolean {
     return this.trust(peer, 0);

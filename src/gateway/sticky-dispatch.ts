@@ -82,10 +82,11 @@ export function forwardedForIn(head: Buffer): string | undefined {
 
 /** The key an address is hashed by: the client as quotas count it (its IPv6 network). */
 export function dispatchKey(address: ClientAddress, peer: string, forwardedFor?: string): string {
+  if (forwardedFor === undefined) return address.peerIp(peer);
   const request = {
     socket: { remoteAddress: peer },
     connection: { remoteAddress: peer },
-    headers: forwardedFor === undefined ? {} : { 'x-forwarded-for': forwardedFor },
+    headers: { 'x-forwarded-for': forwardedFor },
   } as unknown as IncomingMessage;
   return address.ip(request);
 }
