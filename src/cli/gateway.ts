@@ -1,3 +1,4 @@
+import { Socket } from 'node:net';
 import { Option } from 'commander';
 import type { Command } from 'commander';
 import { ConfigError, loadGatewayConfig } from '../config/load.js';
@@ -81,7 +82,7 @@ export function registerGateway(program: Command): void {
     .option('--valkey-nodes <list>', 'comma-separated host:port list')
     .option(
       '--workers <n>',
-      'gateway processes sharing the port: a number, or auto (one per core)',
+      'gateway processes behind the port: a number, or auto (one per core)',
       workersFlag,
     )
     .option('--upstream <id=url>', "a relay node (repeatable; replaces the file's list)", collect)
@@ -150,7 +151,7 @@ async function runGatewayProcess(
   worker: boolean,
 ): Promise<void> {
   const { startGateway } = await import('../gateway/server.js');
-  const gateway = await startGateway(config, log, { adminListener: !worker });
+  const gateway = await startGateway(config, log, { worker });
   // Last resort, once serving. The gateway keeps running: its state is per connection and
   // per request, so what an unexpected error can have left wrong is the one client it was
   // handling, while exiting would cut every client off, a lever for anyone who finds such
@@ -173,8 +174,13 @@ async function runGatewayProcess(
   AggregatorRegistry.setRegistries([gateway.metricsRegistry]);
   // The primary signals its workers itself; a SIGHUP sent to the whole group is its to handle.
   process.on('SIGHUP', () => undefined);
-  process.on('message', (message: unknown) => {
+  process.on('message', (message: unknown, handle: unknown) => {
     if (isMessage<ToWorker>(message, 'sluice:reload')) reload();
+    if (isMessage<Extract<ToWorker, { type: 'sluice:connection' }>>(message, 'sluice:connection')) {
+      if (handle instanceof Socket) {
+        gateway.accept(handle, message.head ? Buffer.from(message.head, 'base64') : undefined);
+      }
+    }
     if (isMessage<Extract<ToWorker, { type: 'sluice:admin' }>>(message, 'sluice:admin')) {
       void gateway.injectAdmin(message.request).then((response) => {
         const answer: ToPrimary = { type: 'sluice:admin-response', id: message.id, response };
@@ -184,7 +190,7 @@ async function runGatewayProcess(
   });
   // No orphans: a worker whose primary is gone stops.
   process.on('disconnect', () => stop('primary gone'));
-  const ready: ToPrimary = { type: 'sluice:ready', url: gateway.url };
+  const ready: ToPrimary = { type: 'sluice:ready' };
   process.send?.(ready);
 }
 

@@ -698,8 +698,9 @@ export const GatewayConfigSchema = z
       .union([z.literal('auto'), positiveInt.max(64)])
       .default('auto')
       .describe(
-        'Gateway processes sharing the listening port: auto is one per core; with more than ' +
-          'one, a primary holds the admin listener and forwards to the workers',
+        'Gateway processes behind the listening port: auto is one per core; with more than ' +
+          'one, a primary holds both listeners, hands all connections of a client address to ' +
+          'one worker (per-address limits hold per gateway) and forwards admin requests',
       ),
   })
   .superRefine((cfg, ctx) => {

@@ -200,7 +200,6 @@ function applyFlowControl(ctx: GatewayContext, change: FlowControlChange): void 
 /** Every route that needs the token (registered inside the guarded plugin). */
 function registerAdminRoutes(app: FastifyInstance, ctx: GatewayContext): void {
   app.get('/admin/flow-control', () => flowControlState(ctx));
-
   // The Valkey client and the settings it was given, as passed to the library (benchmarks
   // record them with each result).
   app.get('/admin/valkey', () => ({
@@ -209,96 +208,114 @@ function registerAdminRoutes(app: FastifyInstance, ctx: GatewayContext): void {
     nodes: ctx.config.valkey.nodes,
     settings: ctx.store.settings,
   }));
-
-  app.get('/admin/flow-control/law', async (_request, reply) => {
-    try {
-      const entries = await Promise.all(
-        ctx.board
-          .list()
-          .map(async (m) => [
-            m.nodeId,
-            decodeLawParams(await ctx.store.kv.get(lawParamsKey(m.nodeId))) ?? {},
-          ]),
-      );
-      return {
-        params: Object.fromEntries(entries) as Record<string, unknown>,
-        note: "overrides of the feeds' defaults",
-      };
-    } catch (err) {
-      return problem(reply, 503, 'Quota store unavailable', (err as Error).message);
-    }
-  });
-
-  // All or nothing: validate the whole change, then the one step that can fail (saving law
-  // parameters to Valkey), and only then the in-memory changes, which cannot.
-  app.post('/admin/flow-control', async (request, reply) => {
-    const parsed = FlowControlChange.safeParse(request.body);
-    if (!parsed.success) {
-      const detail = parsed.error.issues
-        .map((i) => `${i.path.join('.') || '(body)'}: ${i.message}`)
-        .join('; ');
-      return problem(reply, 400, 'Invalid flow-control change', detail);
-    }
-    const change = parsed.data;
-    const refused = flowControlProblem(ctx, change);
-    if (refused) return problem(reply, 400, refused.title, refused.detail);
-    if (change.law) {
-      try {
-        await saveLawParams(ctx, lawTargets(ctx, change.law), change.law.params);
-      } catch (err) {
-        return problem(
-          reply,
-          503,
-          'Quota store unavailable',
-          `the change was not applied: law parameters not saved: ${(err as Error).message}`,
-        );
-      }
-    }
-    applyFlowControl(ctx, change);
-    ctx.log.info({ change }, 'flow control changed from the admin endpoint');
-    return flowControlState(ctx);
-  });
-
+  app.get('/admin/flow-control/law', (_request, reply) => lawParamsRoute(ctx, reply));
+  app.post('/admin/flow-control', (request, reply) => changeFlowControl(ctx, request.body, reply));
   app.get<{ Params: { id: string }; Querystring: { node?: string } }>(
     '/admin/clients/:id',
-    async (request, reply) => {
-      const { id } = request.params;
-      const match = /^([a-z]+):(.+)$/.exec(id);
-      const source = match ? sourceOfPrefix(match[1]!) : undefined;
-      if (!match || !source) {
-        return problem(
-          reply,
-          400,
-          'Invalid client id',
-          'use ip:<address>, pk:<pubkey hex>, auth:<pubkey hex> or key:<api key>',
-        );
-      }
-      const nodeId = request.query.node ?? ctx.pool.list()[0]!.id;
-      if (!ctx.board.has(nodeId))
-        return problem(reply, 400, 'Unknown node', `no relay node "${nodeId}"`);
-      const raw = match[2]!;
-      // A pubkey in its listed tier (identity.pubkeyTiers), else the default, as charged.
-      const tier =
-        source === 'apiKey'
-          ? ctx.policy.tierOfApiKey(raw)
-          : source === 'pubkey' || source === 'auth'
-            ? (ctx.policy.tierOfPubkey(raw) ?? ctx.policy.defaultTier)
-            : ctx.policy.defaultTier;
-      if (!tier) return problem(reply, 404, 'Unknown API key', 'this API key is not configured');
-      const identity = makeIdentity(source, raw, tier, ctx.config.identity.keySalt);
-      try {
-        return {
-          client: id,
-          node: nodeId,
-          tier,
-          write: await ctx.decider.usage(identity, 'write', nodeId),
-          read: await ctx.decider.usage(identity, 'read', nodeId),
-        };
-      } catch (err) {
-        return problem(reply, 503, 'Quota store unavailable', (err as Error).message);
-      }
-    },
+    (request, reply) => clientUsage(ctx, request.params.id, request.query.node, reply),
   );
+}
+
+/** GET /admin/flow-control/law: the law parameters saved for each node. */
+async function lawParamsRoute(ctx: GatewayContext, reply: FastifyReply) {
+  try {
+    const entries = await Promise.all(
+      ctx.board
+        .list()
+        .map(async (m) => [
+          m.nodeId,
+          decodeLawParams(await ctx.store.kv.get(lawParamsKey(m.nodeId))) ?? {},
+        ]),
+    );
+    return {
+      params: Object.fromEntries(entries) as Record<string, unknown>,
+      note: "overrides of the feeds' defaults",
+    };
+  } catch (err) {
+    return problem(reply, 503, 'Quota store unavailable', (err as Error).message);
+  }
+}
+
+/**
+ * POST /admin/flow-control, all or nothing: validate the whole change, then the one step that
+ * can fail (saving law parameters to Valkey), and only then the in-memory changes, which cannot.
+ */
+async function changeFlowControl(ctx: GatewayContext, body: unknown, reply: FastifyReply) {
+  const parsed = FlowControlChange.safeParse(body);
+  if (!parsed.success) {
+    const detail = parsed.error.issues
+      .map((i) => `${i.path.join('.') || '(body)'}: ${i.message}`)
+      .join('; ');
+    return problem(reply, 400, 'Invalid flow-control change', detail);
+  }
+  const change = parsed.data;
+  const refused = flowControlProblem(ctx, change);
+  if (refused) return problem(reply, 400, refused.title, refused.detail);
+  if (change.law) {
+    try {
+      await saveLawParams(ctx, lawTargets(ctx, change.law), change.law.params);
+    } catch (err) {
+      return problem(
+        reply,
+        503,
+        'Quota store unavailable',
+        `the change was not applied: law parameters not saved: ${(err as Error).message}`,
+      );
+    }
+  }
+  applyFlowControl(ctx, change);
+  ctx.log.info({ change }, 'flow control changed from the admin endpoint');
+  return flowControlState(ctx);
+}
+
+/** GET /admin/clients/:id: what a client has used of its write and read quotas on a node. */
+async function clientUsage(
+  ctx: GatewayContext,
+  id: string,
+  node: string | undefined,
+  reply: FastifyReply,
+) {
+  const match = /^([a-z]+):(.+)$/.exec(id);
+  const source = match ? sourceOfPrefix(match[1]!) : undefined;
+  if (!match || !source) {
+    return problem(
+      reply,
+      400,
+      'Invalid client id',
+      'use ip:<address>, pk:<pubkey hex>, auth:<pubkey hex> or key:<api key>',
+    );
+  }
+  const nodeId = node ?? ctx.pool.list()[0]!.id;
+  if (!ctx.board.has(nodeId))
+    return problem(reply, 400, 'Unknown node', `no relay node "${nodeId}"`);
+  const raw = match[2]!;
+  const tier = tierOfClient(ctx, source, raw);
+  if (!tier) return problem(reply, 404, 'Unknown API key', 'this API key is not configured');
+  const identity = makeIdentity(source, raw, tier, ctx.config.identity.keySalt);
+  try {
+    return {
+      client: id,
+      node: nodeId,
+      tier,
+      write: await ctx.decider.usage(identity, 'write', nodeId),
+      read: await ctx.decider.usage(identity, 'read', nodeId),
+    };
+  } catch (err) {
+    return problem(reply, 503, 'Quota store unavailable', (err as Error).message);
+  }
+}
+
+/** A pubkey in its listed tier (identity.pubkeyTiers), else the default, as charged. */
+function tierOfClient(
+  ctx: GatewayContext,
+  source: NonNullable<ReturnType<typeof sourceOfPrefix>>,
+  raw: string,
+): string | undefined {
+  if (source === 'apiKey') return ctx.policy.tierOfApiKey(raw);
+  if (source === 'pubkey' || source === 'auth') {
+    return ctx.policy.tierOfPubkey(raw) ?? ctx.policy.defaultTier;
+  }
+  return ctx.policy.defaultTier;
 }
 
 async function flowControlState(ctx: GatewayContext) {

@@ -56,7 +56,17 @@ export class ClientAddress {
   /** Whether the direct peer is a trusted proxy (whose forwarding headers are believed). */
   peerTrusted(req: IncomingMessage): boolean {
     const peer = req.socket.remoteAddress;
-    return peer !== undefined && this.trust(peer, 0);
+    return peer !== undefined && this.trustsPeer(peer);
+  }
+
+  /** The client a direct peer is when nothing it forwards is read (as `ip` counts it). */
+  peerIp(peer: string): string {
+    return clientNetwork(peer, this.ipv6PrefixLength);
+  }
+
+  /** Whether a direct peer at this address is a trusted proxy. */
+  trustsPeer(peer: string): boolean {
+    return this.trust(peer, 0);
   }
 }
 

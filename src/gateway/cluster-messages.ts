@@ -4,11 +4,13 @@ import type { GatewayConfig } from '../config/schema.js';
 import type { AdminRequest, AdminResponse } from './server.js';
 
 export type ToWorker =
-  { type: 'sluice:reload' } | { type: 'sluice:admin'; id: number; request: AdminRequest };
+  | { type: 'sluice:reload' }
+  | { type: 'sluice:admin'; id: number; request: AdminRequest }
+  /** Sent with a client's socket; `head` (base64) is what the primary read from it first. */
+  | { type: 'sluice:connection'; head?: string };
 
 export type ToPrimary =
-  | { type: 'sluice:ready'; url: string }
-  | { type: 'sluice:admin-response'; id: number; response: AdminResponse };
+  { type: 'sluice:ready' } | { type: 'sluice:admin-response'; id: number; response: AdminResponse };
 
 /** Workers to run: `auto` is one per core the process may use. */
 export function workerCount(setting: GatewayConfig['workers']): number {

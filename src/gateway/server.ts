@@ -1,4 +1,5 @@
 import type { Server } from 'node:http';
+import type { Socket } from 'node:net';
 import Fastify, { LogController } from 'fastify';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
@@ -9,12 +10,14 @@ import { workerCount } from './cluster-messages.js';
 import { Policy } from '../quota/policy.js';
 import { loadPubkeyTiers } from '../quota/pubkey-tiers.js';
 import { createStore, parseNodeAddress } from '../store/index.js';
+import type { Store } from '../store/index.js';
 import { Admission } from './admission.js';
 import { buildAdminApp } from './admin.js';
 import { ClientAddress } from './client-address.js';
 import type { GatewayContext } from './context.js';
 import { registerHttpProxy } from './http-proxy.js';
 import { GatewayMetrics } from './metrics.js';
+import { HandedConnections } from './handed-connections.js';
 import { UpstreamPool } from './upstreams.js';
 import { PressureFollower } from '../pressure/follower/follower.js';
 import { AdmittedTally } from '../pressure/budget/admitted-tally.js';
@@ -23,9 +26,12 @@ import { initSignatureVerifier } from '../nostr/verify.js';
 import { attachWebSocketProxy } from './ws-proxy.js';
 
 export interface RunningGateway {
+  /** Empty in a cluster worker: the primary holds the public listener. */
   url: string;
   /** Empty in a cluster worker: the primary holds the admin listener. */
   adminUrl: string;
+  /** Serve a client socket the cluster primary accepted (a worker only); `head` was read first. */
+  accept(socket: Socket, head?: Buffer): void;
   /** Answer one admin request in process (a cluster worker's admin routes, over IPC). */
   injectAdmin(request: AdminRequest): Promise<AdminResponse>;
   /** The registry /metrics shows, for prom-client's cluster aggregator. */
@@ -75,23 +81,12 @@ export async function buildGateway(
   const address = new ClientAddress(config.trustedProxies, {
     ipv6PrefixLength: config.identity.ipv6PrefixLength,
   });
-  const storeOptions = {
-    client: config.valkey.client,
-    mode: config.valkey.mode,
-    nodes: config.valkey.nodes.map(parseNodeAddress),
-    timeouts: {
-      connectMs: config.valkey.connectTimeoutMs,
-      commandMs: config.valkey.commandTimeoutMs,
-    },
-    inflightLimit: config.valkey.inflightLimit,
-    clientName: 'sluice-gateway',
-  };
   // Once per process, before anything that would need closing: libsecp256k1 in WebAssembly
   // checks signatures from the first frame on.
   await initSignatureVerifier();
   // Before Valkey: a bad pubkey file is a configuration error (file and line) at start.
   const pubkeyTiers = loadPubkeyTiers(config.identity.pubkeyTiers);
-  const store = await createStore(storeOptions);
+  const store = await createStore(storeOptionsOf(config));
   const policy = new Policy(config.quotas);
   policy.setPubkeyTiers(pubkeyTiers);
   const board = new MultiplierBoard(config.upstreams.map((u) => u.id));
@@ -99,30 +94,10 @@ export async function buildGateway(
     headroom: (id) => board.headroom(id),
   });
   const metrics = new GatewayMetrics(board, pool);
-  const callOk = metrics.valkeyCall.labels({ client: store.client, result: 'ok' });
-  const callFailed = metrics.valkeyCall.labels({ client: store.client, result: 'error' });
   // Pressure on: each node's write budget is learned by its feed (pressure/budget).
   const learned = config.pressure.enabled ? new LearnedBudgets() : undefined;
-  const decider = new QuotaDecider(store, policy, board, config.quotas, {
-    observer: { storeCall: (seconds, ok) => (ok ? callOk : callFailed).observe(seconds) },
-    maxTrackedClients: config.limits.maxTrackedClients,
-    workers: workerCount(config.workers),
-    onLeasePoints: (event, points) => metrics.countLeasePoints(event, points),
-    onLeaseReturnFailed: (err) => log.warn({ err }, 'quota lease hand-back failed'),
-    writeBudgets: new Map(
-      config.upstreams.flatMap((u) => (u.writeBudget ? [[u.id, u.writeBudget] as const] : [])),
-    ),
-    ...(learned ? { learnedBudgets: learned } : {}),
-    nodeCount: config.upstreams.length,
-  });
-  // Pressure on: every write forwarded is tallied per node, batched to Valkey for the feeds.
-  const admittedTally = config.pressure.enabled
-    ? new AdmittedTally(
-        store.admitted,
-        config.upstreams.map((u) => u.id),
-        (err) => log.debug({ err }, 'adding admitted writes for the feeds failed'),
-      )
-    : undefined;
+  const decider = createDecider({ config, store, policy, board, metrics, log, learned });
+  const admittedTally = createAdmittedTally(config, store, log);
   const services = {
     config,
     store,
@@ -137,28 +112,10 @@ export async function buildGateway(
   if (config.pressure.avoidEmergency) pool.avoid((id) => board.get(id).emergency === true);
 
   await pool.start();
-  const pressure = config.pressure.enabled
-    ? new PressureFollower(
-        config.pressure,
-        board,
-        store,
-        log,
-        (s) => metrics.propagation.observe(s),
-        Date.now,
-        learned,
-      )
-    : undefined;
+  const pressure = createPressureFollower({ config, store, board, metrics, log, learned });
   await pressure?.start();
   admittedTally?.start();
-  const app = Fastify({
-    loggerInstance: log,
-    logController: new LogController({ disableRequestLogging: !config.logging.requests }),
-    // Bodies are streamed, never parsed, so this bounds nothing but the in-memory cases.
-    bodyLimit: config.limits.maxBodyBytes,
-    return503OnClosing: true,
-    forceCloseConnections: 'idle',
-    ...listenerTimeouts(config.limits),
-  });
+  const app = buildPublicApp(config, log);
   await registerHttpProxy(app, ctx);
   const admin = buildAdminApp(ctx);
   return {
@@ -176,68 +133,177 @@ export async function buildGateway(
   };
 }
 
+/** What the gateway's parts are built from. */
+interface Parts {
+  config: GatewayConfig;
+  store: Store;
+  board: MultiplierBoard;
+  metrics: GatewayMetrics;
+  log: FastifyBaseLogger;
+  learned: LearnedBudgets | undefined;
+}
+
+function storeOptionsOf(config: GatewayConfig) {
+  return {
+    client: config.valkey.client,
+    mode: config.valkey.mode,
+    nodes: config.valkey.nodes.map(parseNodeAddress),
+    timeouts: {
+      connectMs: config.valkey.connectTimeoutMs,
+      commandMs: config.valkey.commandTimeoutMs,
+    },
+    inflightLimit: config.valkey.inflightLimit,
+    clientName: 'sluice-gateway',
+  };
+}
+
+function createDecider({
+  config,
+  store,
+  policy,
+  board,
+  metrics,
+  log,
+  learned,
+}: Parts & { policy: Policy }) {
+  const callOk = metrics.valkeyCall.labels({ client: store.client, result: 'ok' });
+  const callFailed = metrics.valkeyCall.labels({ client: store.client, result: 'error' });
+  return new QuotaDecider(store, policy, board, config.quotas, {
+    observer: { storeCall: (seconds, ok) => (ok ? callOk : callFailed).observe(seconds) },
+    maxTrackedClients: config.limits.maxTrackedClients,
+    workers: workerCount(config.workers),
+    onLeasePoints: (event, points) => metrics.countLeasePoints(event, points),
+    onLeaseReturnFailed: (err) => log.warn({ err }, 'quota lease hand-back failed'),
+    writeBudgets: new Map(
+      config.upstreams.flatMap((u) => (u.writeBudget ? [[u.id, u.writeBudget] as const] : [])),
+    ),
+    ...(learned ? { learnedBudgets: learned } : {}),
+    nodeCount: config.upstreams.length,
+  });
+}
+
+/** Pressure on: every write forwarded is tallied per node, batched to Valkey for the feeds. */
+function createAdmittedTally(config: GatewayConfig, store: Store, log: FastifyBaseLogger) {
+  if (!config.pressure.enabled) return undefined;
+  return new AdmittedTally(
+    store.admitted,
+    config.upstreams.map((u) => u.id),
+    (err) => log.debug({ err }, 'adding admitted writes for the feeds failed'),
+  );
+}
+
+function createPressureFollower({ config, store, board, metrics, log, learned }: Parts) {
+  if (!config.pressure.enabled) return undefined;
+  return new PressureFollower(
+    config.pressure,
+    board,
+    store,
+    log,
+    (s) => metrics.propagation.observe(s),
+    Date.now,
+    learned,
+  );
+}
+
+function buildPublicApp(config: GatewayConfig, log: FastifyBaseLogger): FastifyInstance {
+  return Fastify({
+    loggerInstance: log,
+    logController: new LogController({ disableRequestLogging: !config.logging.requests }),
+    // Bodies are streamed, never parsed, so this bounds nothing but the in-memory cases.
+    bodyLimit: config.limits.maxBodyBytes,
+    return503OnClosing: true,
+    forceCloseConnections: 'idle',
+    ...listenerTimeouts(config.limits),
+  });
+}
+
 /**
- * Build the gateway and start both listeners; a cluster worker (`adminListener: false`)
- * starts the public one only.
+ * Build the gateway and start both listeners. A cluster worker starts neither: the primary
+ * holds both ports, hands it client sockets (`accept`) and asks its admin routes over IPC.
  */
 export async function startGateway(
   config: GatewayConfig,
   log: FastifyBaseLogger,
-  options: { adminListener?: boolean } = {},
+  options: { worker?: boolean } = {},
 ): Promise<RunningGateway> {
-  const adminListener = options.adminListener ?? true;
+  const worker = options.worker ?? false;
   const built = await buildGateway(config, log);
   const { app, admin, ctx } = built;
   const ws = attachWebSocketProxy(app.server, ctx);
+  const handed = worker ? handedConnections(app, config) : undefined;
   try {
-    await app.listen({ host: config.listen.host, port: config.listen.port });
-    if (adminListener) await admin.listen({ host: config.admin.host, port: config.admin.port });
-    else await admin.ready();
+    await listenOrReady(built, config, worker);
   } catch (err) {
     await built.close();
     throw err;
   }
-
-  const url = listenUrl(app.server, config.listen.host);
-  const adminUrl = adminListener ? listenUrl(admin.server, config.admin.host) : '';
   return {
-    url,
-    adminUrl,
+    url: worker ? '' : listenUrl(app.server, config.listen.host),
+    adminUrl: worker ? '' : listenUrl(admin.server, config.admin.host),
     metricsRegistry: ctx.metrics.registry,
-    async injectAdmin(request) {
-      const res = await admin.inject({
-        method: request.method as 'GET',
-        url: request.url,
-        headers: request.headers,
-        ...(request.body ? { payload: request.body } : {}),
-      });
-      const headers: Record<string, string> = {};
-      for (const [name, value] of Object.entries(res.headers)) {
-        if (value !== undefined) headers[name] = String(value);
-      }
-      return { status: res.statusCode, headers, body: res.body };
+    accept(socket, head) {
+      if (!handed) throw new Error('only a cluster worker is handed connections');
+      handed.accept(socket, head);
     },
+    injectAdmin: (request) => injectAdmin(admin, request),
     internalError(where, err) {
       ctx.metrics.internalErrors.inc({ where });
       log.error({ err, where }, 'internal error caught by the last-resort handler');
     },
-    reload(next) {
-      // First: a bad file throws here, and the running configuration stays whole.
-      const pubkeyTiers = loadPubkeyTiers(next.identity.pubkeyTiers);
-      ctx.config = {
-        ...ctx.config,
-        quotas: next.quotas,
-        identity: { ...next.identity, keySalt: ctx.config.identity.keySalt },
-      };
-      ctx.policy.reload(next.quotas);
-      ctx.policy.setPubkeyTiers(pubkeyTiers);
-      ctx.decider.reload(next.quotas);
-    },
+    reload: (next) => reloadContext(ctx, next),
     async close() {
       ws.closeAll('gateway shutting down');
       await built.close();
     },
   };
+}
+
+/**
+ * A worker's public connections (handed over by the primary). Node's own close waits only for
+ * the connections its server accepted: these are drained in preClose, once new requests are
+ * answered 503 and before the proxy's relay connections close (onClose), as Node would.
+ */
+function handedConnections(app: FastifyInstance, config: GatewayConfig): HandedConnections {
+  const handed = new HandedConnections(app.server);
+  app.addHook('preClose', () => handed.drain(Math.max(0, config.shutdownGraceMs - 1000)));
+  return handed;
+}
+
+async function listenOrReady(built: BuiltGateway, config: GatewayConfig, worker: boolean) {
+  if (worker) {
+    await Promise.all([built.app.ready(), built.admin.ready()]);
+    return;
+  }
+  await built.app.listen({ host: config.listen.host, port: config.listen.port });
+  await built.admin.listen({ host: config.admin.host, port: config.admin.port });
+}
+
+async function injectAdmin(admin: FastifyInstance, request: AdminRequest): Promise<AdminResponse> {
+  const res = await admin.inject({
+    method: request.method as 'GET',
+    url: request.url,
+    headers: request.headers,
+    ...(request.body ? { payload: request.body } : {}),
+  });
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(res.headers)) {
+    if (value !== undefined) headers[name] = String(value);
+  }
+  return { status: res.statusCode, headers, body: res.body };
+}
+
+/** Policy, tiers, allow-list and pubkey tiers from a reloaded configuration (listeners and Valkey stay). */
+function reloadContext(ctx: GatewayContext, next: GatewayConfig): void {
+  // First: a bad file throws here, and the running configuration stays whole.
+  const pubkeyTiers = loadPubkeyTiers(next.identity.pubkeyTiers);
+  ctx.config = {
+    ...ctx.config,
+    quotas: next.quotas,
+    identity: { ...next.identity, keySalt: ctx.config.identity.keySalt },
+  };
+  ctx.policy.reload(next.quotas);
+  ctx.policy.setPubkeyTiers(pubkeyTiers);
+  ctx.decider.reload(next.quotas);
 }
 
 /**

@@ -1,10 +1,13 @@
 /**
- * `sluice gateway --workers 2`: two processes share the port, quotas stay exact across them
+ * `sluice gateway --workers 2`: two processes serve the port (the primary hands each client's
+ * connections to one of them, by address), quotas stay exact across them
  * (Valkey holds the counters), /metrics on the one admin listener sums them, SIGHUP and
  * shutdown reach both, and a killed worker is replaced.
  */
 import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { admin, request, startGateway } from '../helpers/gateway.js';
 import type { GatewayUnderTest } from '../helpers/gateway.js';
@@ -39,8 +42,17 @@ async function metric(gw: GatewayUnderTest, pattern: RegExp): Promise<number> {
   return Number(pattern.exec(text)?.[1] ?? 0);
 }
 
-/** Writes from one client, each on a new connection (spread over the workers). */
-async function writes(gw: GatewayUnderTest, count: number, from: string): Promise<number[]> {
+/**
+ * Writes from one client, each on a new connection, from one address (one worker serves it)
+ * or several in turn (spread over the workers), with `headers` (an API key) added.
+ */
+async function writes(
+  gw: GatewayUnderTest,
+  count: number,
+  from: string | readonly string[],
+  headers: Record<string, string> = {},
+): Promise<number[]> {
+  const addresses = typeof from === 'string' ? [from] : from;
   return inBatches(
     Array.from({ length: count }, (_, i) => i),
     8,
@@ -49,12 +61,16 @@ async function writes(gw: GatewayUnderTest, count: number, from: string): Promis
         await request(`${gw.url}/events`, {
           method: 'POST',
           body: JSON.stringify({ n: i }),
-          headers: { 'content-type': 'application/json', connection: 'close' },
-          from,
+          headers: { 'content-type': 'application/json', connection: 'close', ...headers },
+          from: addresses[i % addresses.length]!,
         })
       ).status,
   );
 }
+
+/** One API key, sent from addresses that the primary hands to both workers. */
+const SHARED_KEY = 'workers-shared-api-key';
+const SPREAD = Array.from({ length: 8 }, (_, i) => `127.0.9.${20 + i}`);
 
 describe('gateway with two workers', { timeout: 180_000 }, () => {
   let relay: SluiceProcess;
@@ -66,12 +82,13 @@ describe('gateway with two workers', { timeout: 180_000 }, () => {
       workers: 2,
       // Info: the reload test reads each process's "configuration reloaded" line.
       logging: { level: 'info' },
-      identity: { order: ['ip'] },
+      identity: { order: ['apiKey', 'ip'] },
       // Its writes are small JSON stand-ins, not events: no event policy on /events here.
       nostr: { httpEventPaths: [] },
       quotas: {
         keyPrefix: `workers${Date.now()}`,
         tiers: { default: { write: { points: LIMIT, windowSec: 120 } } },
+        apiKeys: { [SHARED_KEY]: 'default' },
       },
     });
   });
@@ -84,7 +101,8 @@ describe('gateway with two workers', { timeout: 180_000 }, () => {
     const pids = workerPids(gw);
     assert.equal(pids.length, 2);
     const before = pids.map(bytesWritten);
-    const statuses = await writes(gw, LIMIT + 30, '127.0.9.2');
+    // One client (an API key) over several addresses: the primary spreads them by address.
+    const statuses = await writes(gw, LIMIT + 30, SPREAD, { 'x-api-key': SHARED_KEY });
     const admitted = statuses.filter((s) => s !== 429).length;
     assert.equal(admitted, LIMIT, `admitted across workers: ${JSON.stringify(statuses)}`);
     assert.equal(statuses.filter((s) => s === 429).length, 30);
@@ -159,5 +177,53 @@ describe('gateway with two workers', { timeout: 180_000 }, () => {
     const code = await gw.proc.stop('SIGTERM');
     assert.equal(code, 0, gw.proc.output());
     for (const pid of children) assert.equal(alive(pid), false, `worker ${pid} is gone`);
+  });
+});
+
+describe('a worker stopping with a request in flight', { timeout: 60_000 }, () => {
+  let upstream: http.Server;
+  let gw: GatewayUnderTest;
+  /** Resolved when the slow relay holds a write; the answer comes `SLOW_MS` later. */
+  let arrived: () => void = () => undefined;
+  const held = new Promise<void>((resolve) => (arrived = resolve));
+  const SLOW_MS = 1500;
+
+  before(async () => {
+    upstream = http.createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        if (!req.url?.startsWith('/events')) return res.end('{}');
+        arrived();
+        setTimeout(() => res.end('{"stored":true}'), SLOW_MS);
+      });
+    });
+    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+    const { port } = upstream.address() as AddressInfo;
+    gw = await startGateway(
+      'iovalkey',
+      'standalone',
+      [{ id: 'slow', url: `http://127.0.0.1:${port}` }],
+      {
+        workers: 2,
+        healthCheck: { intervalMs: 500, path: '/' },
+        nostr: { httpEventPaths: [] },
+        quotas: { keyPrefix: `wstop${Date.now().toString(36)}` },
+      },
+    );
+  });
+
+  after(async () => {
+    await gw?.proc.stop();
+    upstream?.closeAllConnections();
+    await new Promise((resolve) => upstream?.close(resolve));
+  });
+
+  it('answers it before the worker exits on SIGTERM', async () => {
+    const answer = request(`${gw.url}/events`, { method: 'POST', body: '{}' });
+    await held;
+    const code = gw.proc.stop('SIGTERM');
+    const { status, body } = await answer;
+    assert.equal(status, 200, body);
+    assert.equal(await code, 0, gw.proc.output());
   });
 });
