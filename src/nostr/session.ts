@@ -2,16 +2,15 @@
  * One client connection's Nostr state, and every decision that reads or changes it: the
  * NIP-42 identity it bound, the subscriptions the relay holds for it, the events forwarded and
  * awaiting the relay's OK. Pure: frames and relay messages in, verdicts and actions out; the
- * caller (admission.ts, ws-connection.ts) does the I/O the actions name (charges, claims,
- * frames to the relay).
+ * caller (ws-connection.ts) does what the actions name: a write's ticket settled (its charges
+ * and claims: write/ticket.ts), a frame to the relay.
  *
  * The rules it keeps, each a hole an earlier shape of this code had:
  * - State is keyed by what the gateway checked, and a later frame never rewrites an earlier
  *   one: the first frame for an event id stands, a second one while it is awaited is refused.
- * - Marks wait for the relay: a first-sight claim is made on its OK true, never before; it is
- *   shared (in Valkey) only for an event the gateway verified, its author near its limit or
- *   unknown, where a replay must be answered from the claim. A replay of one charged on its
- *   hash is charged again and given back on the relay's `duplicate:`.
+ * - Marks wait for the relay: each forwarded write's ticket is settled by the relay's OK for
+ *   its id (or by the relay socket's close), exactly once; a first-sight claim is made on OK
+ *   true, never before (see write/ticket.ts).
  * - A key costs nothing to mint: one bound pubkey per connection, and it adds a charge (the
  *   caller charges the address as well), never replaces one.
  * - What the client closes is still settled: awaited events are charged on the relay's OK
