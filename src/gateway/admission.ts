@@ -62,7 +62,7 @@ export class Admission {
     now: () => number = Date.now,
   ) {
     const { maxTrackedClients } = ctx.config.limits;
-    this.frameRate = new WindowCounters(maxTrackedClients);
+    this.frameRate = new WindowCounters(maxTrackedClients, now);
     this.writes = writeServices(ctx, now);
     boundIdentityKeys(maxTrackedClients);
     ctx.metrics.countTrackedClients(() => ({
@@ -208,8 +208,12 @@ export class Admission {
 
   /** Each sender in turn pays one read; the first refusal stops (its NIP-01 message). */
   private async chargeReads(conn: ConnectionFacts): Promise<string | undefined> {
-    for (const identity of this.senders(conn)) {
-      const req = { identity, ip: conn.ip, cls: 'read' as const, cost: 1, nodeId: conn.nodeId };
+    const { config } = this.ctx;
+    const policy = this.ctx.policy.pin();
+    const base = senderIdentity(config, policy, conn);
+    const { ip, nodeId } = conn;
+    for (const identity of senderIdentities(config, policy, base, conn.session.authPubkey)) {
+      const req = { identity, ip, cls: 'read' as const, cost: 1, nodeId, policy };
       const decision = await this.writes.charger.take(req);
       if (decision && !decision.admitted) return nostrRejection(decision);
     }

@@ -60,20 +60,21 @@ export async function httpVerdict(
   facts: HttpFacts,
 ): Promise<HttpVerdict> {
   const config = ctx.config;
+  const policy = ctx.policy.pin();
   const target = parseRequestTarget(facts.url);
   if (!target) {
     return answer(
       problemOf(400, 'bad-request-target', 'Bad Request', 'the request target is not usable'),
     );
   }
-  const { cls, cost } = ctx.policy.classify(facts.method, target.path);
+  const { cls, cost } = policy.classify(facts.method, target.path);
   if (cls === 'deny') return answer(problemOf(404, 'not-found', 'Not Found', 'no such resource'));
   const { maxBodyBytes } = config.limits;
   if ((facts.contentLength ?? 0) > maxBodyBytes) {
     const detail = `request bodies are limited to ${maxBodyBytes} bytes`;
     return answer(problemOf(413, 'body-too-large', 'Content Too Large', detail));
   }
-  const identity = senderIdentity(config, ctx.policy, facts);
+  const identity = senderIdentity(config, policy, facts);
   const node = ctx.pool.pick(identity.key);
   if (!node) {
     const problem = problemOf(503, 'no-relay', 'Service Unavailable', 'no relay node is available');
@@ -83,7 +84,7 @@ export async function httpVerdict(
   if (facts.eventBody !== undefined) {
     return httpEventVerdict(writes, facts, facts.eventBody, node, target);
   }
-  const where = { identity, ip: facts.ip, cls, cost, nodeId: node.id };
+  const where = { identity, ip: facts.ip, cls, cost, nodeId: node.id, policy };
   const decision = await writes.charger.take(where);
   const forwarded = (headers: Record<string, string>): HttpVerdict => {
     if (cls === 'write') writes.forwarded(node.id, facts.contentLength ?? 0, cost);

@@ -33,7 +33,7 @@ export function writeServices(ctx: AdmissionServices, now: () => number): WriteS
     charger: new Charger(() => ctx.decider, ctx.policy, ctx.metrics, ctx.log),
     seen,
     headroom: new Headroom(maxTrackedClients, now),
-    failedChecks: new WindowCounters(maxTrackedClients),
+    failedChecks: new WindowCounters(maxTrackedClients, now),
     eventPolicy: new EventPolicy(ctx.config.nostr),
     verify: verifySignature,
     hashMatches: eventIdMatches,
@@ -51,13 +51,13 @@ function settleServices(
   countFrame: (type: string) => void,
 ): SettleServices {
   return {
-    async claim(id, pubkey, createdAt, shared) {
-      const { policy, config } = ctx;
-      const tier = pubkeyIdentity('pubkey', pubkey, policy, config.identity.keySalt).tier;
+    async claim(event, shared, policy) {
+      const { config } = ctx;
+      const tier = pubkeyIdentity('pubkey', event.pubkey, policy, config.identity.keySalt).tier;
       const windowSec = policy.limitOf(tier, 'write')?.windowSec;
       if (!windowSec) return;
-      const ms = claimMs(windowSec, createdAt, Math.floor(now() / 1000));
-      await seen.claim(id, ms, shared && config.quotas.enabled);
+      const ms = claimMs(windowSec, event.created_at, Math.floor(now() / 1000));
+      await seen.claim(event.id, ms, shared && config.quotas.enabled);
     },
     verify: verifySignature,
     countInvalid: () => countFrame('INVALID_SIGNATURE'),

@@ -74,8 +74,9 @@ export class Charger {
 
   private finish(decision: QuotaDecision, req: QuotaRequest): QuotaDecision {
     const { identity, cls, nodeId } = req;
+    const policy = req.policy ?? this.policy;
     const judged =
-      decision.admitted || this.policy.modeOf(identity.tier) === 'enforce'
+      decision.admitted || policy.modeOf(identity.tier) === 'enforce'
         ? decision
         : shadowed(decision);
     if (judged.policy === NODE_BUDGET_POLICY) this.counts.countNodeBudget(judged.outcome, nodeId);

@@ -33,6 +33,8 @@ export interface QuotaRequest {
   cost: number;
   /** The relay node the request goes to: its multiplier scales the limit. */
   nodeId: string;
+  /** The policy the request was pinned to when it began (see Policy.pin); else the live one. */
+  policy?: Policy | undefined;
 }
 
 export interface QuotaDecision {
@@ -242,8 +244,8 @@ export class QuotaDecider {
    * The limit in force for a tier, class and node: base x the node's quantised multiplier.
    * Undefined when the class is free in that tier.
    */
-  effectiveLimit(tier: string, cls: 'write' | 'read', nodeId: string) {
-    const base = this.policy.limitOf(tier, cls);
+  effectiveLimit(tier: string, cls: 'write' | 'read', nodeId: string, policy = this.policy) {
+    const base = policy.limitOf(tier, cls);
     if (!base) return undefined;
     const step = this.settings.multiplierStep;
     const multiplier = quantiseMultiplier(this.board.get(nodeId).value, step);
@@ -253,8 +255,9 @@ export class QuotaDecider {
   /** Null when the request is free: quotas off, allow-listed, or a class without a limit. */
   async decide(req: QuotaRequest): Promise<QuotaDecision | null> {
     if (!this.settings.enabled) return null;
-    if (this.policy.isAllowListed([req.ip, req.identity.raw])) return null;
-    const limit = this.effectiveLimit(req.identity.tier, req.cls, req.nodeId);
+    const policy = req.policy ?? this.policy;
+    if (policy.isAllowListed([req.ip, req.identity.raw])) return null;
+    const limit = this.effectiveLimit(req.identity.tier, req.cls, req.nodeId, policy);
     if (!limit) return null;
     const { base, multiplier, points } = limit;
     const shape: DecisionShape = {
@@ -276,7 +279,7 @@ export class QuotaDecider {
   async refund(req: QuotaRequest, receipt: Receipt | undefined): Promise<boolean> {
     if (!receipt || !this.settings.enabled || req.cost <= 0) return false;
     if (this.now() >= receipt.until - REFUND_SLACK_MS) return false;
-    const limit = this.effectiveLimit(req.identity.tier, req.cls, req.nodeId);
+    const limit = this.effectiveLimit(req.identity.tier, req.cls, req.nodeId, req.policy);
     if (!limit) return false;
     const consumer = this.consumerFor(req.cls, req.identity.tier, limit.base, limit.points);
     return consumer.refund(req.identity.key, req.cost, receipt);
@@ -290,7 +293,7 @@ export class QuotaDecider {
    */
   knownOverLimit(req: Omit<QuotaRequest, 'cost' | 'ip'>): QuotaDecision | null {
     if (!this.settings.enabled || !this.settings.inMemoryBlock) return null;
-    const limit = this.effectiveLimit(req.identity.tier, req.cls, req.nodeId);
+    const limit = this.effectiveLimit(req.identity.tier, req.cls, req.nodeId, req.policy);
     if (!limit || limit.points <= 0) return null;
     const { base, multiplier, points } = limit;
     const prefix = this.prefix(req.cls, req.identity.tier, base.windowSec);
@@ -338,8 +341,9 @@ export class QuotaDecider {
     const multiplier = quantiseMultiplier(this.board.get(req.nodeId).value, step);
     const points = budgetPoints(budget, multiplier, step);
     if (points === undefined) return null;
-    if (this.policy.isAllowListed([req.ip, req.identity.raw])) return null;
-    if (!this.policy.limitOf(req.identity.tier, 'write')) return null;
+    const policy = req.policy ?? this.policy;
+    if (policy.isAllowListed([req.ip, req.identity.raw])) return null;
+    if (!policy.limitOf(req.identity.tier, 'write')) return null;
     const shape: DecisionShape = {
       policy: NODE_BUDGET_POLICY,
       limit: points,

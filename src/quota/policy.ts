@@ -35,36 +35,66 @@ function deniedPrefixes(paths: readonly string[]): string[] {
   return paths.map((p) => p.toLowerCase().replace(/(.)\/+$/, '$1'));
 }
 
+/** Everything a policy answers from: replaced whole by a change, never changed in place. */
+interface PolicyState {
+  readonly settings: QuotaSettings;
+  readonly tiers: Readonly<Record<string, Readonly<Tier>>>;
+  readonly allow: ReadonlySet<string>;
+  /** quotas.denyPaths, lower-cased and without trailing slashes. */
+  readonly denied: readonly string[];
+  /** quotas.mode, or what the admin endpoint set since. */
+  readonly globalMode: QuotaMode;
+  /** identity.pubkeyTiers as read from its files: pubkey (lowercase hex) -> tier. */
+  readonly pubkeys: PubkeyTierMap;
+}
+
+function stateOf(settings: QuotaSettings, pubkeys: PubkeyTierMap): PolicyState {
+  return {
+    settings,
+    tiers: structuredClone(settings.tiers),
+    allow: new Set(settings.allowList),
+    denied: deniedPrefixes(settings.denyPaths),
+    globalMode: settings.mode,
+    pubkeys,
+  };
+}
+
 /**
- * Tiers, API keys, pubkey tiers, routes and the allow-list. Mutable at runtime (admin endpoint, SIGHUP),
- * so callers read it per request and never cache its answers.
+ * Tiers, API keys, pubkey tiers, routes and the allow-list. Changed at runtime (admin endpoint,
+ * SIGHUP) by replacing its state whole: `pin()` gives a request a policy that answers as this
+ * one does now for as long as the request lasts, whatever changes meanwhile.
  */
 export class Policy {
-  private tiers: Record<string, Tier>;
-  private settings: QuotaSettings;
-  private allow: Set<string>;
-  /** quotas.denyPaths, lower-cased and without trailing slashes. */
-  private denied: string[];
-  /** quotas.mode, or what the admin endpoint set since. */
-  private globalMode: QuotaMode;
-  /** identity.pubkeyTiers as read from its files: pubkey (lowercase hex) -> tier. */
-  private pubkeys: PubkeyTierMap = new Map();
+  private state: PolicyState;
+  private readonly pinned: boolean;
 
-  constructor(settings: QuotaSettings) {
-    this.settings = settings;
-    this.tiers = structuredClone(settings.tiers);
-    this.allow = new Set(settings.allowList);
-    this.denied = deniedPrefixes(settings.denyPaths);
-    this.globalMode = settings.mode;
+  constructor(settings: QuotaSettings, pinnedState?: PolicyState) {
+    this.state = pinnedState ?? stateOf(settings, new Map());
+    this.pinned = pinnedState !== undefined;
   }
 
-  /** Replace everything from a reloaded configuration. */
+  /** A policy fixed at this one's state now: what one request reads, between all its awaits. */
+  pin(): Policy {
+    return this.pinned ? this : new Policy(this.state.settings, this.state);
+  }
+
+  private change(next: Partial<PolicyState>): void {
+    if (this.pinned) throw new Error('a pinned policy does not change');
+    this.state = { ...this.state, ...next };
+  }
+
+  /** A copy of one tier with `edit` applied, in a copy of the tiers (others shared). */
+  private changeTier(tier: string, edit: (t: Tier) => void): void {
+    const t = this.state.tiers[tier];
+    if (!t) throw new RangeError(`unknown tier "${tier}"`);
+    const copy = { ...t };
+    edit(copy);
+    this.change({ tiers: { ...this.state.tiers, [tier]: copy } });
+  }
+
+  /** Replace everything from a reloaded configuration (the pubkey tiers are kept). */
   reload(settings: QuotaSettings): void {
-    this.settings = settings;
-    this.tiers = structuredClone(settings.tiers);
-    this.allow = new Set(settings.allowList);
-    this.denied = deniedPrefixes(settings.denyPaths);
-    this.globalMode = settings.mode;
+    this.change(stateOf(settings, this.state.pubkeys));
   }
 
   /**
@@ -77,8 +107,9 @@ export class Policy {
   classify(method: string, path: string): Classification {
     const upper = method.toUpperCase();
     const lower = path.toLowerCase();
-    if (this.denied.some((prefix) => underPrefix(lower, prefix))) return DENY;
-    for (const route of this.settings.routes) {
+    const { denied, settings } = this.state;
+    if (denied.some((prefix) => underPrefix(lower, prefix))) return DENY;
+    for (const route of settings.routes) {
       const matchesPath =
         route.class === 'deny'
           ? underPrefix(lower, route.path.toLowerCase())
@@ -92,20 +123,20 @@ export class Policy {
 
   /** The tier of an API key, or undefined for an unknown key (which then identifies nobody). */
   tierOfApiKey(apiKey: string): string | undefined {
-    const keys = this.settings.apiKeys;
+    const keys = this.state.settings.apiKeys;
     const direct = Object.hasOwn(keys, apiKey) ? keys[apiKey] : undefined;
     return direct ?? keys[`sha256:${createHash('sha256').update(apiKey).digest('hex')}`];
   }
 
   /** Replace the pubkey tiers (read at start and on SIGHUP from identity.pubkeyTiers). */
   setPubkeyTiers(pubkeys: PubkeyTierMap): void {
-    this.pubkeys = pubkeys;
+    this.change({ pubkeys });
   }
 
   /** The tier a pubkey (lowercase hex, as events carry it) is listed in, if any. */
   tierOfPubkey(pubkey: string): string | undefined {
-    const tier = this.pubkeys.get(pubkey);
-    return tier !== undefined && Object.hasOwn(this.tiers, tier) ? tier : undefined;
+    const tier = this.state.pubkeys.get(pubkey);
+    return tier !== undefined && Object.hasOwn(this.state.tiers, tier) ? tier : undefined;
   }
 
   /**
@@ -114,71 +145,71 @@ export class Policy {
    */
   liftsAddress(pubkey: string): boolean {
     const tier = this.tierOfPubkey(pubkey);
-    return tier !== undefined && this.tiers[tier]!.chargeAddress === false;
+    return tier !== undefined && this.state.tiers[tier]!.chargeAddress === false;
   }
 
   /** Pubkeys listed in identity.pubkeyTiers. */
   get listedPubkeys(): number {
-    return this.pubkeys.size;
+    return this.state.pubkeys.size;
   }
 
   get defaultTier(): string {
-    return this.settings.defaultTier;
+    return this.state.settings.defaultTier;
   }
 
   isAllowListed(values: readonly string[]): boolean {
-    return values.some((v) => this.allow.has(v));
+    return values.some((v) => this.state.allow.has(v));
   }
 
   /** The base limit of a tier for a class; undefined when the class is free in that tier. */
   limitOf(tier: string, cls: QuotaClass): Limit | undefined {
     if (cls === 'exempt' || cls === 'deny') return undefined;
-    const t = this.tiers[tier] ?? this.tiers[this.settings.defaultTier]!;
+    const { tiers, settings } = this.state;
+    const t = tiers[tier] ?? tiers[settings.defaultTier]!;
     return cls === 'write' ? t.write : t.read;
   }
 
   /** The mode of every tier that sets none of its own. */
   get mode(): QuotaMode {
-    return this.globalMode;
+    return this.state.globalMode;
   }
 
   /** Whether over-limit requests of a tier are refused (enforce) or only reported (shadow). */
   modeOf(tier: string): QuotaMode {
-    const t = this.tiers[tier] ?? this.tiers[this.settings.defaultTier];
-    return t?.mode ?? this.globalMode;
+    const { tiers, settings, globalMode } = this.state;
+    const t = tiers[tier] ?? tiers[settings.defaultTier];
+    return t?.mode ?? globalMode;
   }
 
   /** Change the global mode at runtime (not persisted). */
   setMode(mode: QuotaMode): void {
-    this.globalMode = mode;
+    this.change({ globalMode: mode });
   }
 
   /** Give a tier a mode of its own at runtime (not persisted); undefined: follow the global one. */
   setTierMode(tier: string, mode: QuotaMode | undefined): void {
-    const t = this.tiers[tier];
-    if (!t) throw new RangeError(`unknown tier "${tier}"`);
-    if (mode) t.mode = mode;
-    else delete t.mode;
+    this.changeTier(tier, (t) => {
+      if (mode) t.mode = mode;
+      else delete t.mode;
+    });
   }
 
   tierNames(): string[] {
-    return Object.keys(this.tiers);
+    return Object.keys(this.state.tiers);
   }
 
   snapshot(): Record<string, Tier> {
-    return structuredClone(this.tiers);
+    return structuredClone(this.state.tiers);
   }
 
   /** Change a tier's base limit at runtime (not persisted). */
   setLimit(tier: string, cls: 'write' | 'read', limit: Limit | undefined): void {
-    const t = this.tiers[tier];
-    if (!t) throw new RangeError(`unknown tier "${tier}"`);
-    if (cls === 'write') {
-      if (!limit) throw new RangeError('a tier always has a write limit');
-      t.write = limit;
-    } else {
-      t.read = limit;
-    }
+    if (!this.state.tiers[tier]) throw new RangeError(`unknown tier "${tier}"`);
+    if (cls === 'write' && !limit) throw new RangeError('a tier always has a write limit');
+    this.changeTier(tier, (t) => {
+      if (cls === 'write') t.write = limit!;
+      else t.read = limit;
+    });
   }
 }
 

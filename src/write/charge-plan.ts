@@ -14,7 +14,7 @@
  */
 import type { QuotaDecision, QuotaRequest } from '../quota/decider.js';
 import type { Charger } from '../quota/charger.js';
-import type { Identity } from '../quota/policy.js';
+import type { Identity, Policy } from '../quota/policy.js';
 
 /** One identity's charge and its finished decision (null: nothing was charged). */
 export interface Taken {
@@ -37,6 +37,8 @@ export interface PlanWhere {
   cost: number;
   /** Who the node's budget is charged under: the sender (its tier decides free writes). */
   budgetPayer: Identity;
+  /** The policy the write was pinned to when it began. */
+  policy?: Policy;
 }
 
 export class ChargePlan {
@@ -134,8 +136,8 @@ export class ChargePlan {
   }
 
   private request(identity: Identity): QuotaRequest {
-    const { ip, nodeId, cost } = this.where;
-    return { identity, ip, cls: 'write', cost, nodeId };
+    const { ip, nodeId, cost, policy } = this.where;
+    return { identity, ip, cls: 'write', cost, nodeId, policy };
   }
 
   private takeAll(identities: readonly Identity[]): Promise<Taken[]> {

@@ -105,7 +105,7 @@ export const route: WriteCheck = (w) => {
  * verification this minute (past that, its events pay the address first: verifying is work).
  */
 function liftable(w: WriteState): boolean {
-  const { policy, failedChecks } = w.services;
+  const { policy } = w;
   if (!policy.liftsAddress(w.event.pubkey)) return false;
   const windowSec = policy.limitOf(w.author.tier, 'write')?.windowSec ?? 0;
   const age = w.nowSec - w.event.created_at;
@@ -113,7 +113,7 @@ function liftable(w: WriteState): boolean {
     age <= windowSec &&
     age >= -LIFT_AHEAD_SEC &&
     w.sender.source === 'ip' &&
-    failedChecks.peek(w.ip) < w.config.nostr.maxInvalidEvents
+    w.services.failedChecks.peek(w.ip) < w.config.nostr.maxInvalidEvents
   );
 }
 
@@ -163,6 +163,7 @@ export const knownOverLimit: WriteCheck = async (w) => {
     identity: w.author,
     cls: 'write',
     nodeId: w.nodeId,
+    policy: w.policy,
   });
   if (!over) return undefined;
   if (!relayMode && (await w.services.seen.anywhere(w.event.id)) === true) return duplicate(w);

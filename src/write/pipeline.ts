@@ -60,13 +60,14 @@ export async function runWrite(services: WriteServices, req: WriteRequest): Prom
 
 function writeState(services: WriteServices, req: WriteRequest): WriteState {
   const config = services.config();
-  const { policy } = services;
+  const policy = services.policy.pin();
   const sender = senderIdentity(config, policy, req);
   let author: Identity | undefined;
   return {
     ...req,
     services,
     config,
+    policy,
     nowSec: Math.floor(services.now() / 1000),
     mode: req.session?.settings.author ?? authorMode(config),
     path: 'off',
@@ -89,6 +90,7 @@ function writeState(services: WriteServices, req: WriteRequest): WriteState {
       nodeId: req.nodeId,
       cost: 0,
       budgetPayer: sender,
+      policy,
     }),
   };
 }
@@ -104,5 +106,6 @@ function ticketOf(w: WriteState): WriteTicket | undefined {
     unverified: hashed,
     lifted: w.path === 'lifted' ? w.sender : undefined,
     kept: w.mode === 'relay' || hashed ? w.event : undefined,
+    policy: w.policy,
   });
 }

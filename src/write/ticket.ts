@@ -5,6 +5,7 @@
  */
 import type { Event } from 'nostr-tools/pure';
 import type { Identity } from '../quota/policy.js';
+import type { Policy } from '../quota/policy.js';
 import type { ChargePlan } from './charge-plan.js';
 
 /**
@@ -27,11 +28,13 @@ export interface TicketTerms {
   lifted?: Identity;
   /** Kept to verify later (unverified, or `relay`): dropped otherwise. */
   kept?: Event;
+  /** The policy the write was pinned to (the claim's window is its author's tier's). */
+  policy: Policy;
 }
 
 /** What a settlement needs of the gateway: claims, signatures, counts. */
 export interface SettleServices {
-  claim(id: string, pubkey: string, createdAt: number, shared: boolean): Promise<void>;
+  claim(event: TicketTerms['event'], shared: boolean, policy: Policy): Promise<void>;
   verify(event: Event): boolean;
   countInvalid(): void;
 }
@@ -86,7 +89,7 @@ export class WriteTicket {
     }
     if (verdict === 'stored' || verdict === 'duplicate') {
       steps.push('claim');
-      await this.services.claim(event.id, event.pubkey, event.created_at, !unverified);
+      await this.services.claim(event, !unverified, this.terms.policy);
     }
     return { steps, invalid };
   }

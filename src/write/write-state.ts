@@ -54,7 +54,9 @@ export type WritePath = 'lifted' | 'hashed' | 'verified' | 'relay' | 'off';
 
 export interface WriteState extends WriteRequest {
   services: WriteServices;
+  /** The configuration and the policy as they were when the write began (one snapshot). */
   config: GatewayConfig;
+  policy: Policy;
   nowSec: number;
   mode: AuthorMode;
   path: WritePath;

@@ -19,7 +19,7 @@ import { UpstreamPool } from '../../../src/gateway/upstreams.js';
 import { initSignatureVerifier, verifySignature } from '../../../src/nostr/frames.js';
 import { MultiplierBoard } from '../../../src/pressure/follower/board.js';
 import { QuotaDecider } from '../../../src/quota/decider.js';
-import { Policy, pubkeyIdentity } from '../../../src/quota/policy.js';
+import { Policy, makeIdentity, pubkeyIdentity } from '../../../src/quota/policy.js';
 import type { Identity } from '../../../src/quota/policy.js';
 import type { WriteTicket } from '../../../src/write/ticket.js';
 import { TRANSPORT_DIFFERENCES } from '../../../src/write/transport-differences.js';
@@ -141,10 +141,24 @@ function gateway(start: number) {
 
 type Gateway = ReturnType<typeof gateway>;
 
-/** What every counter holds, by key: the transports must agree on each. */
-function counts(g: Gateway): Record<string, number> {
+/** Every identity the sequence can charge: the addresses and the authors. */
+function identities(g: Gateway): Identity[] {
+  const salt = CONFIG.identity.keySalt;
+  return [
+    ...ADDRESSES.map((ip) => makeIdentity('ip', ip, 'default', salt)),
+    ...KEYS.map((sk) => pubkeyIdentity('pubkey', getPublicKey(sk), g.policy, salt)),
+  ];
+}
+
+/**
+ * What each identity paid (Valkey's count less the points leased here and not yet spent: a
+ * lease's size follows the key's rate, not its charges), and the node budget's counter.
+ */
+async function counts(g: Gateway): Promise<Record<string, number>> {
   const out: Record<string, number> = {};
-  for (const [key, c] of g.valkey.counters) if (c.consumed !== 0) out[key] = c.consumed;
+  for (const identity of identities(g))
+    out[`${identity.source}:${identity.raw}`] = await g.paid(identity);
+  out.node = g.valkey.counters.get(`${CONFIG.quotas.keyPrefix}:node:${NODE}`)?.consumed ?? 0;
   return out;
 }
 
@@ -318,8 +332,8 @@ describe('one write pipeline: WebSocket and HTTP charge the same', { timeout: 12
         const held = await drive(steps, ws, http);
         heldSeen += held.length;
         assert.deepEqual(
-          counts(http.g),
-          counts(ws.g),
+          await counts(http.g),
+          await counts(ws.g),
           `charges differ, HTTP then WebSocket (held apart: ${held.join(', ') || 'none'})`,
         );
         assert.deepEqual([...http.g.stored].sort(), [...ws.g.stored].sort(), 'stored differs');

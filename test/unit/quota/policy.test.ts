@@ -216,4 +216,25 @@ describe('client address', { timeout: 30_000 }, () => {
   it('rejects a malformed trusted proxy entry at start', () => {
     assert.throws(() => new ClientAddress(['not-an-ip']), /trustedProxies/);
   });
+
+  it('a pinned policy answers as it did when pinned, whatever changes after (one snapshot a request)', () => {
+    const live = new Policy(config.quotas);
+    const pinned = live.pin();
+    live.reload({ ...config.quotas, allowList: [] });
+    live.setLimit('default', 'write', { points: 3, windowSec: 5 });
+    live.setTierMode('premium', 'shadow');
+    live.setMode('shadow');
+    live.setPubkeyTiers(new Map([['a'.repeat(64), 'premium']]));
+    assert.deepEqual(pinned.limitOf('default', 'write'), { points: 10, windowSec: 10 });
+    assert.equal(pinned.modeOf('premium'), 'enforce');
+    assert.equal(pinned.mode, 'enforce');
+    assert.equal(pinned.tierOfPubkey('a'.repeat(64)), undefined);
+    assert.equal(pinned.isAllowListed(['10.0.0.9']), true);
+    assert.throws(() => pinned.setMode('shadow'), /pinned/);
+    // The live policy took every change; a new pin sees them.
+    const now = live.pin();
+    assert.deepEqual(now.limitOf('default', 'write'), { points: 3, windowSec: 5 });
+    assert.equal(now.modeOf('premium'), 'shadow');
+    assert.equal(now.isAllowListed(['10.0.0.9']), false);
+  });
 });
