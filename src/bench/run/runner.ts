@@ -301,7 +301,8 @@ export async function runOnce(
       ? new FreshBudget({ ...cfg, freshEvents: cfg.freshEvents }, phase)
       : undefined;
     await budget?.prepare();
-    // The load generator first, so the signing threads it starts inherit the cores.
+    // The load generator, after the warm-up's events were signed (not timed: on every core),
+    // before anything is started or measured; the window's signing threads inherit the cores.
     if (cfg.loadCpus?.length) pinPid(process.pid, cfg.loadCpus);
     const system = await startProcesses(cfg, targets, workDir, pool, started, log, phase);
     clientSettings = system.front?.settings ?? null;
@@ -347,15 +348,17 @@ async function startProcesses(
     phase(`${front.role} ready`);
   }
   const nodes: ValkeyNode[] = front ? await discoverNodes(targets.valkey) : [];
-  // Single box: Valkey (started by the session, not the run) shares the cores for the run,
-  // and gets its own affinity back when the run ends.
-  const valkeyPids = watchedValkey(nodes).map((v) => v.pid);
-  if (cfg.cpus?.length && valkeyPids.length > 0) {
-    const pinned = pinForRun(valkeyPids, cfg.cpus);
+  // Single box: what the session started and the run only uses (Valkey, a relay given by
+  // --relay) shares the cores for the run, and gets its own affinity back when it ends.
+  if (cfg.cpus?.length) {
+    const borrowed = [
+      ...(targets.relayUrl ? [relay.pid] : []),
+      ...watchedValkey(nodes).map((v) => v.pid),
+    ];
+    const pinned = pinForRun(borrowed, cfg.cpus);
     started.unshift({ stop: () => Promise.resolve(pinned.restore()) });
-    phase(`pinned to CPUs ${cfg.cpus.join(',')}: relay, ${front?.role ?? 'no front end'}, Valkey`);
-  } else if (cfg.cpus?.length) {
-    phase(`pinned to CPUs ${cfg.cpus.join(',')}: relay${front ? `, ${front.role}` : ''}`);
+    const what = ['relay', ...(front ? [front.role] : []), ...(nodes.length ? ['Valkey'] : [])];
+    phase(`pinned to CPUs ${cfg.cpus.join(',')}: ${what.join(', ')}`);
   }
   const watched: WatchedProcess[] = [
     ...(front ? [{ role: front.role, name: front.role, pid: front.proc.pid }] : []),
