@@ -77,6 +77,17 @@ describe(
   { timeout: 240_000, skip: VALKEY ? false : 'SLUICE_TEST_STANDALONE is not set' },
   () => {
     const mine = parseCpuList(allowedCpus(process.pid));
+    /** A short long-tail run with `workers: auto` through run-benchmark.sh, pinned by `env`. */
+    const longTailAuto = (implementation: string, name: string, env: Record<string, string>) =>
+      measuredRun({
+        RATE_LIMITER_TYPE: implementation,
+        REQUEST_TYPE: 'nostr-long-tail',
+        CONNECTIONS: '4',
+        FRESH_EVENTS_PER_SEC: '1500',
+        WORKERS: 'auto',
+        OUTPUT_FILE: path.join(outDir, `long-tail-${name}.json`),
+        ...env,
+      });
     const valkeyPid = async () => {
       const { discoverNodes } = await import('../../src/bench/run/valkey-stats.js');
       const { parseNodeAddress } = await import('../../src/store/options.js');
@@ -87,16 +98,7 @@ describe(
       const one = mine[mine.length - 1]!;
       const valkey = await valkeyPid();
       const valkeyBefore = allowedCpus(valkey);
-      const file = path.join(outDir, 'long-tail-one-core.json');
-      const r = await measuredRun({
-        RATE_LIMITER_TYPE: 'iovalkey',
-        REQUEST_TYPE: 'nostr-long-tail',
-        CONNECTIONS: '4',
-        FRESH_EVENTS_PER_SEC: '1500',
-        WORKERS: 'auto',
-        CPUS: String(one),
-        OUTPUT_FILE: file,
-      });
+      const r = await longTailAuto('iovalkey', 'one-core', { CPUS: String(one) });
       const c = r.config;
       assert.deepEqual(
         [c.workload, c.nostrIdentity, c.workers],
@@ -124,16 +126,9 @@ describe(
     });
 
     it('every core pinned: auto is a gateway process per core, each one pinned', async () => {
-      const file = path.join(outDir, 'long-tail-all-cores.json');
-      const r = await measuredRun({
-        RATE_LIMITER_TYPE: 'quotas-off',
-        REQUEST_TYPE: 'nostr-long-tail',
-        CONNECTIONS: '4',
-        FRESH_EVENTS_PER_SEC: '1500',
-        WORKERS: 'auto',
+      const r = await longTailAuto('quotas-off', 'all-cores', {
         CPUS: mine.join(','),
         LOAD_CPUS: String(mine[0]),
-        OUTPUT_FILE: file,
       });
       assert.equal(r.gatewayWorkers, mine.length);
       const gateways = r.affinity!.filter((a) => a.role === 'gateway');
