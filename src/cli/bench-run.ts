@@ -203,6 +203,9 @@ export function registerBenchRun(bench: Command): void {
       if (flags.nostrIdentity && spec.nostrIdentity && named !== 'nostr') {
         throw new Error(`--workload ${named} already names whom the gateway charges`);
       }
+      if (flags.nostrIdentity === 'pubkey-long-tail' && !spec.longTail) {
+        throw new Error('--nostr-identity pubkey-long-tail: use --workload nostr-long-tail');
+      }
       if (spec.longTail && flags.authors !== undefined) {
         throw new Error(
           `--workload ${named} signs every event with a key of its own: --authors does not apply`,
@@ -250,7 +253,12 @@ export function registerBenchRun(bench: Command): void {
             }
           : null,
         nostrIdentity: nostr ? (flags.nostrIdentity ?? spec.nostrIdentity) : undefined,
-        workers: flags.workers,
+        // The relay alone and the peer run no sluice gateway: --workers (run-all.sh gives it to
+        // every run) is not theirs, and their names and baselines stay those of one process.
+        workers:
+          target.implementation === 'relay-alone' || target.implementation === 'fastify-rate-limit'
+            ? 1
+            : flags.workers,
         cpus: flags.cpus ?? null,
         loadCpus: flags.loadCpus ?? null,
         rate: flags.rate ?? null,

@@ -151,6 +151,13 @@ describe(
       );
       assert.notEqual(authors.status, 0);
       assert.match(authors.stderr, /signs every event with a key of its own/);
+      // The long tail by its identity alone would sign with nostr's 1,000 keys: refused.
+      const identity = sluice(
+        [...base, '--workload', 'nostr', '--nostr-identity', 'pubkey-long-tail'],
+        process.env,
+      );
+      assert.notEqual(identity.status, 0);
+      assert.match(identity.stderr, /use --workload nostr-long-tail/);
     });
   },
 );

@@ -42,8 +42,9 @@ const PLANNED = plan({
   baselines: false,
   seed: 3,
 });
+// workers: auto names every gateway's file "<implementation>-auto" (not the relay alone's).
 const fileOf = (r: PlannedRun) =>
-  `${r.implementation}_${r.mode}_${r.workload}_${r.connections}c_${r.durationSec}s_run${r.run}.json`;
+  `${r.implementation}${r.implementation === 'relay-alone' ? '' : '-auto'}_${r.mode}_${r.workload}_${r.connections}c_${r.durationSec}s_run${r.run}.json`;
 
 describe('run-all.sh', { timeout: 420_000 }, () => {
   it('runs the plan: each planned run once, in its order, with its settings', async () => {
@@ -57,6 +58,8 @@ describe('run-all.sh', { timeout: 420_000 }, () => {
         process.env.SLUICE_TEST_CLUSTER ?? '127.0.0.1:7100',
         '--cpus',
         CPUS.join(','),
+        '--workers',
+        'auto',
       ],
       { SLUICE_RESULTS_ROOT: root },
     );
@@ -89,8 +92,12 @@ describe('run-all.sh', { timeout: 420_000 }, () => {
       );
       assert.deepEqual([c.warmupSec, c.keys, c.run, c.runs], [0, 500, r.run, r.runs]);
       if (spec.load === 'nostr') assert.equal(c.freshEvents?.maxPerSec, 1500);
-      // Every run pinned to the session's cores, and says so.
+      // Every run pinned to the session's cores, and says so; workers: auto is a process per
+      // core for the gateways, and not the relay alone's (it has no gateway).
       assert.deepEqual(c.cpus, CPUS, fileOf(r));
+      const alone = r.implementation === 'relay-alone';
+      assert.equal(c.workers, alone ? 1 : 'auto', fileOf(r));
+      assert.equal(run.gatewayWorkers, alone ? null : CPUS.length, fileOf(r));
       if (spec.longTail) assert.equal(run.events?.authors, run.events?.signed, fileOf(r));
     }
     const readme = readFileSync(path.join(dir, 'README.md'), 'utf8');
