@@ -23,7 +23,8 @@ usage: ./scripts/run-all.sh [options]        (no options on a terminal: a menu)
   --workload W            light | heavy | both | flood | nostr | adaptive | fleet | spike | step |
                           everything, or oom, or a comma list of them (default both); nostr
                           holds its variants (nostr-sender-only, nostr-relay-verified,
-                          nostr-gateway-verified, nostr-at-limit, also named alone) and adaptive its laws (adaptive-none|pid|lead). fleet:
+                          nostr-gateway-verified, nostr-at-limit, nostr-long-tail: every event
+                          from a new author; also named alone) and adaptive its laws (adaptive-none|pid|lead). fleet:
                           \`sluice bench fleet\` once (three relays, one degrades; sticky,
                           round-robin and headroom routing, 90 s each) through the first client
                           on standalone, into <results>/fleet/ (fleet-bench.json,
@@ -56,6 +57,11 @@ usage: ./scripts/run-all.sh [options]        (no options on a terminal: a menu)
   --rate N                HTTP workloads: offer N requests/s per run (open loop, latency from
                           each request's intended send time) instead of the closed loop
   --seed N                seed of the run order, event pool and key draw (default 1)
+  --workers N|auto        gateway processes in every run (default 1; auto: one per core the
+                          gateway may use, as it ships)
+  --cpus LIST             single box: every run pins its relay, gateway and Valkey to these
+                          cores with taskset (e.g. 0,1); recorded in each run file
+  --load-cpus LIST        pin the load generator to these cores (default: not pinned)
   --help                  this text
 
 Results: results/<YYYYMMDD_HHMMSS>/ (one JSON per run, plan.jsonl, benchmark.log, README.md,
@@ -79,6 +85,9 @@ distribution="uniform"
 baselines=1
 seed=1
 rate=""
+workers=""
+cpus=""
+load_cpus=""
 valkey_standalone=""
 valkey_cluster=""
 relay_url=""
@@ -135,6 +144,9 @@ while [ "$#" -gt 0 ]; do
     --relay-impl) need "$@"; relay_impl="$2"; shift ;;
     --seed) need "$@"; seed="$2"; shift ;;
     --rate) need "$@"; rate="$2"; shift ;;
+    --workers) need "$@"; workers="$2"; shift ;;
+    --cpus) need "$@"; cpus="$2"; shift ;;
+    --load-cpus) need "$@"; load_cpus="$2"; shift ;;
     -h | --help) usage; exit 0 ;;
     *) usage >&2; die "unknown option: $1" ;;
   esac
@@ -220,6 +232,10 @@ if [ -z "$heavy_relay_url" ] && needs relay-heavy; then
 fi
 
 # --- the session's record: session.json (read by the report) and README.md ---------------
+pinning="relay, gateway and Valkey not pinned"
+[ -z "$cpus" ] || pinning="relay, gateway and Valkey pinned to CPUs $cpus (taskset)"
+pinning+="; load generator ${load_cpus:+pinned to CPUs $load_cpus}"
+[ -n "$load_cpus" ] || pinning+="not pinned"
 relay_note="$relay_impl"
 [ "$relay_impl" = nostr-rs-relay ] && relay_note+=" $("${SLUICE[@]}" bench relay-install --print-path)"
 "${SLUICE[@]}" bench session --out-dir "$RESULTS_DIR" \
@@ -231,7 +247,9 @@ relay_note="$relay_impl"
   --set "warm-up=${plan_warmup}s" \
   --set "client identities=$plan_keys, $distribution; write quota 6000 per 60 s per identity (nostr: 1000000, never reached); +lease: quota leases on" \
   --set "relay=$relay_note" \
-  --set "nostr=every EVENT new (signed before each run by 1000 keys, never re-sent); a fresh relay per run; relay-alone measures the relay by itself" \
+  --set "nostr=every EVENT new (signed before each run by 1000 keys, never re-sent; nostr-long-tail: each by a key of its own); a fresh relay per run; relay-alone measures the relay by itself" \
+  --set "gateway workers asked=${workers:-1} (each run: its gatewayWorkers)" \
+  --set "single box=$pinning" \
   --set "flood=90% of identities far over their limit (1 write per hour, spent before the warm-up)" \
   --set "Valkey=standalone ${valkey_standalone:-none}, cluster ${valkey_cluster:-none}; its version is in each run file" \
   --set "Valkey clients=the timeouts of each run file's clientSettings" \
@@ -265,7 +283,8 @@ for line in "${run_lines[@]}"; do
   set +e
   env -u RATE -u FRESH_EVENTS_PER_SEC "${f[@]:4}" DISTRIBUTION="$distribution" SEED="$seed" \
     VALKEY_STANDALONE="$valkey" VALKEY_CLUSTER="$valkey" RELAY_URL="$relay" \
-    RELAY_IMPL="$relay_impl" RESULTS_DIR="$RESULTS_DIR" "$ROOT/scripts/run-benchmark.sh"
+    RELAY_IMPL="$relay_impl" WORKERS="$workers" CPUS="$cpus" LOAD_CPUS="$load_cpus" \
+    RESULTS_DIR="$RESULTS_DIR" "$ROOT/scripts/run-benchmark.sh"
   rc=$?
   set -e
   [ "$rc" -eq 0 ] || failed_runs=$((failed_runs + 1))

@@ -14,7 +14,8 @@ usage: [VAR=value ...] ./scripts/run-benchmark.sh
   REQUEST_TYPE       a workload (below; nostr-sender-only: the sender charged only, no
                      verification; nostr-relay-verified: authors charged on the relay's OK;
                      nostr-at-limit: every author sends past a quota of 10, and the run
-                     fails if any was stored past it) (default light)
+                     fails if any was stored past it; nostr-long-tail: every event from a
+                     new author, as a public relay's writers) (default light)
   RATE_LIMITER_TYPE  an implementation (below), optionally with :cluster (default
                      valkey-glide); relay-alone is the load straight to the relay (nostr)
   RELAY_IMPL         a relay (below); nostr-rs-relay is nostr only, built from crates.io on
@@ -31,7 +32,12 @@ usage: [VAR=value ...] ./scripts/run-benchmark.sh
   QUOTA_POINTS, QUOTA_WINDOW_SEC   write quota per identity (default 6000 per 60 s;
                      nostr: 1000000, so that nothing is refused in a throughput run)
   FRESH_EVENTS_PER_SEC  nostr: upper rate the new events are signed for (default 8000)
-  AUTHORS            nostr: distinct keys signing the events (default 1000; nostr-at-limit 100)
+  AUTHORS            nostr: distinct keys signing the events (default 1000; nostr-at-limit 100;
+                     nostr-long-tail: one per event, not settable)
+  WORKERS            gateway processes: N or auto (one per core it may use) (default 1)
+  CPUS               single box: pin the relay, the gateway and the run's Valkey to these
+                     cores with taskset, e.g. 0,1 (default: not pinned)
+  LOAD_CPUS          pin the load generator to these cores (default: not pinned)
   IN_MEMORY_BLOCK    1 or 0 (default 1)
   WORK_ITERATIONS    relay CPU work per write (default 500 for heavy, else 0)
   SEED               seed of the event pool and the key draw (default 1)
@@ -118,6 +124,9 @@ args=(bench run --implementation "$RATE_LIMITER_TYPE" --workload "$REQUEST_TYPE"
 [ -z "${QUOTA_POINTS:-}" ] || args+=(--quota-points "$QUOTA_POINTS")
 [ -z "${FRESH_EVENTS_PER_SEC:-}" ] || args+=(--fresh-events-per-sec "$FRESH_EVENTS_PER_SEC")
 [ -z "${AUTHORS:-}" ] || args+=(--authors "$AUTHORS")
+[ -z "${WORKERS:-}" ] || args+=(--workers "$WORKERS")
+[ -z "${CPUS:-}" ] || args+=(--cpus "$CPUS")
+[ -z "${LOAD_CPUS:-}" ] || args+=(--load-cpus "$LOAD_CPUS")
 [ "${IN_MEMORY_BLOCK:-1}" = 1 ] || args+=(--no-in-memory-block)
 [ -z "${WORK_ITERATIONS:-}" ] || args+=(--work-iterations "$WORK_ITERATIONS")
 [ -z "${RELAY_URL:-}" ] || args+=(--relay "$RELAY_URL")

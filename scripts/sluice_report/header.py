@@ -95,7 +95,25 @@ def _settings(runs: list[Run]) -> list[tuple[str, str]]:
         ("distribution", _distinct(sorted(set(map(str, col("distribution")))))),
         ("quota", _distinct(sorted({f"{q.get('points')} per {q.get('windowSec')} s"
                                     for q in col("quota") if isinstance(q, dict)}))),
+        ("gateway workers", _distinct(sorted({_workers_text(r) for r in runs
+                                              if r.gateway_workers is not None}))),
+        ("CPUs (single box)", _distinct(sorted({_cpus_text(r) for r in runs}))),
     ]
+
+
+def _workers_text(run: Run) -> str:
+    """`workers` as asked for and the processes that served the load: "auto (2 processes)"."""
+    asked = run.config.get("workers") or 1
+    served = run.gateway_workers
+    return f"{asked}" if served in (None, asked) else f"{asked} ({served} processes)"
+
+
+def _cpus_text(run: Run) -> str:
+    """Where relay, gateway and Valkey ran (pinned with taskset, or not), and the load."""
+    cpus, load = run.cpus, run.load_cpus
+    where = (f"relay, gateway and Valkey pinned to CPUs {','.join(map(str, cpus))}" if cpus
+             else "not pinned")
+    return where + (f"; load generator on CPUs {','.join(map(str, load))}" if load else "")
 
 
 def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:

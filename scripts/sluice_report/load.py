@@ -87,6 +87,11 @@ class Run:
     valkey_commands = property(lambda self: (self.data["valkey"] or {}).get("commands", {}))
     # +lease runs: the gateway's lease accounting (leased, spent, ..., overAdmitted, unspent).
     leases = property(lambda self: self.data.get("leases"))
+    # Gateway processes that served the load (None: no sluice gateway, or an older file).
+    gateway_workers = property(lambda self: self.data.get("gatewayWorkers"))
+    # Single box: the cores relay, gateway and Valkey were pinned to (None: not pinned).
+    cpus = property(lambda self: self.config.get("cpus"))
+    load_cpus = property(lambda self: self.config.get("loadCpus"))
     # nostr-at-limit runs: events stored against the authors' and the sender's limits.
     past_limit = property(lambda self: self.data.get("pastLimit"))
 
@@ -150,9 +155,14 @@ def check_contract(data: Any) -> None:
 def scenario(cfg: dict[str, Any]) -> tuple[str, str]:
     """The (implementation, workload) a run belongs to, its variants told apart by name."""
     implementation, workload = cfg["implementation"], cfg["workload"]
-    # A gateway of several worker processes is a configuration of its own ("iovalkey-2w").
-    if (cfg.get("workers") or 1) > 1:
-        implementation = f"{implementation}-{cfg['workers']}w"
+    # A gateway of several worker processes is a configuration of its own ("iovalkey-2w"), and
+    # so is `workers: auto` (one per core it may use: "iovalkey-auto"; gatewayWorkers says how
+    # many ran).
+    workers = cfg.get("workers") or 1
+    if workers == "auto":
+        implementation = f"{implementation}-auto"
+    elif workers > 1:
+        implementation = f"{implementation}-{workers}w"
     # Nostr charging the sender only, or authors on the relay's OK, compared with relay alone.
     workload = VARIANTS.get((workload, cfg.get("nostrIdentity")), workload)
     # An open-loop (arrival-rate) run is its own scenario: "light-rate3000".

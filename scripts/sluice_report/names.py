@@ -51,7 +51,9 @@ VARIANTS = {(v["workload"], v["nostrIdentity"]): name for name, v in _NAMED["x-v
 SENDER_ONLY = "nostr-sender-only"
 RELAY_VERIFIED = "nostr-relay-verified"
 GATEWAY_VERIFIED = "nostr-gateway-verified"
-if not {SENDER_ONLY, RELAY_VERIFIED, GATEWAY_VERIFIED} <= set(VARIANTS.values()):
+# Every event from a new author (a public relay's long tail): its own relay-alone baseline.
+LONG_TAIL = "nostr-long-tail"
+if not {SENDER_ONLY, RELAY_VERIFIED, GATEWAY_VERIFIED, LONG_TAIL} <= set(VARIANTS.values()):
     raise ImportError("names.py names Nostr variants the schema does not: update it")
 # feed: the pressure feed that adaptive runs sample beside relay, gateways and Valkey.
 ROLES = _enum(_SCHEMA["properties"]["processes"]["items"]["properties"]["role"])

@@ -4,6 +4,7 @@ import { AT_LIMIT_AUTHORS, HEAVY_WORK_ITERATIONS, WORKLOADS } from '../bench/run
 import type { NostrIdentity, RelayImpl, Workload } from '../bench/run/config.js';
 import { NOSTR_IDENTITIES } from '../bench/run/config.js';
 import { positiveInt, positiveNumber, relayImplOption, share } from './flags.js';
+import { checkPinning, parseCpuList } from '../harness/pinning.js';
 
 interface RunFlags {
   implementation: string;
@@ -26,7 +27,9 @@ interface RunFlags {
   relay?: string;
   relayImpl: string;
   nostrIdentity?: NostrIdentity;
-  workers: number;
+  workers: number | 'auto';
+  cpus?: number[];
+  loadCpus?: number[];
   rate?: number;
   freshEventsPerSec: number;
   authors?: number;
@@ -120,7 +123,7 @@ export function registerBenchRun(bench: Command): void {
     )
     .option(
       '--authors <n>',
-      `nostr: distinct keys signing the events (default ${FRESH_EVENT_AUTHORS}; nostr-at-limit ${AT_LIMIT_AUTHORS})`,
+      `nostr: distinct keys signing the events (default ${FRESH_EVENT_AUTHORS}; nostr-at-limit ${AT_LIMIT_AUTHORS}; nostr-long-tail: one per event, always)`,
       positiveInt,
     )
     .addOption(
@@ -132,7 +135,24 @@ export function registerBenchRun(bench: Command): void {
           'every author sending past a quota of 10); default: as --workload names it (nostr: pubkey)',
       ).choices([...NOSTR_IDENTITIES]),
     )
-    .option('--workers <n>', 'gateway processes sharing the port (node:cluster)', positiveInt, 1)
+    .option(
+      '--workers <n>',
+      'gateway processes sharing the port (node:cluster): a count, or auto (one per core it may ' +
+        'use, as the gateway ships; with --cpus, the cores of that list)',
+      (v: string) => (v === 'auto' ? ('auto' as const) : positiveInt(v)),
+      1,
+    )
+    .option(
+      '--cpus <list>',
+      'single box: pin the relay, the gateway (every worker) and the Valkey nodes the run ' +
+        'uses to these cores with taskset, e.g. 0,1 (Valkey gets its cores back after the run)',
+      parseCpuList,
+    )
+    .option(
+      '--load-cpus <list>',
+      'pin the load generator (this process, every thread) to these cores; default: not pinned',
+      parseCpuList,
+    )
     .option(
       '--rate <n>',
       'HTTP: offer this many requests per second (open loop, latency from each intended send ' +
@@ -183,7 +203,18 @@ export function registerBenchRun(bench: Command): void {
       if (flags.nostrIdentity && spec.nostrIdentity && named !== 'nostr') {
         throw new Error(`--workload ${named} already names whom the gateway charges`);
       }
+      if (flags.nostrIdentity === 'pubkey-long-tail' && !spec.longTail) {
+        throw new Error('--nostr-identity pubkey-long-tail: use --workload nostr-long-tail');
+      }
+      if (spec.longTail && flags.authors !== undefined) {
+        throw new Error(
+          `--workload ${named} signs every event with a key of its own: --authors does not apply`,
+        );
+      }
+      for (const cpus of [flags.cpus, flags.loadCpus]) if (cpus) checkPinning(cpus);
       const nostr = workload === 'nostr';
+      const { longTailAuthors } = await import('../bench/run/fresh-budget.js');
+      const warmupSec = adaptive ? 0 : flags.warmup;
       const cfg = {
         implementation: target.implementation,
         client: clientOf(target.implementation),
@@ -192,7 +223,7 @@ export function registerBenchRun(bench: Command): void {
         transport: spec.transport,
         connections: adaptive ? 4 : flags.connections,
         durationSec: flags.duration,
-        warmupSec: adaptive ? 0 : flags.warmup,
+        warmupSec,
         run: flags.run,
         runs: flags.runs,
         keys: flags.keys,
@@ -211,11 +242,25 @@ export function registerBenchRun(bench: Command): void {
         freshEvents: nostr
           ? {
               maxPerSec: flags.freshEventsPerSec,
-              authors: flags.authors ?? (spec.atLimit ? AT_LIMIT_AUTHORS : FRESH_EVENT_AUTHORS),
+              authors: spec.longTail
+                ? longTailAuthors({
+                    warmupSec,
+                    durationSec: flags.duration,
+                    connections: flags.connections,
+                    maxPerSec: flags.freshEventsPerSec,
+                  })
+                : (flags.authors ?? (spec.atLimit ? AT_LIMIT_AUTHORS : FRESH_EVENT_AUTHORS)),
             }
           : null,
         nostrIdentity: nostr ? (flags.nostrIdentity ?? spec.nostrIdentity) : undefined,
-        workers: flags.workers,
+        // The relay alone and the peer run no sluice gateway: --workers (run-all.sh gives it to
+        // every run) is not theirs, and their names and baselines stay those of one process.
+        workers:
+          target.implementation === 'relay-alone' || target.implementation === 'fastify-rate-limit'
+            ? 1
+            : flags.workers,
+        cpus: flags.cpus ?? null,
+        loadCpus: flags.loadCpus ?? null,
         rate: flags.rate ?? null,
       };
       const path = await import('node:path');

@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { parseReadyLine } from '../util/ready-line.js';
 import type { ReadyInfo } from '../util/ready-line.js';
 import type { LawName } from '../pressure/laws/registry.js';
+import { underTaskset } from './pinning.js';
 
 /** The CLI entry point, next to this module in dist/. */
 export const CLI = fileURLToPath(new URL('../cli.js', import.meta.url));
@@ -90,13 +91,18 @@ function profileArgs(): string[] {
  */
 export async function spawnSluice(
   args: string[],
-  opts: { env?: NodeJS.ProcessEnv; readyTimeoutMs?: number; cgroupProcs?: string } = {},
+  opts: {
+    env?: NodeJS.ProcessEnv;
+    readyTimeoutMs?: number;
+    cgroupProcs?: string;
+    /** Start it under `taskset -c` on these cores (a single-box benchmark run). */
+    cpus?: readonly number[] | null;
+  } = {},
 ): Promise<SluiceProcess> {
-  const [file, argv] = inCgroup(opts.cgroupProcs, process.execPath, [
-    ...profileArgs(),
-    CLI,
-    ...args,
-  ]);
+  const [file, argv] = inCgroup(
+    opts.cgroupProcs,
+    ...underTaskset(opts.cpus, process.execPath, [...profileArgs(), CLI, ...args]),
+  );
   const child = spawn(file, argv, {
     env: opts.env ?? process.env,
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -193,6 +199,8 @@ export interface RelayOptions {
   workIterations?: number;
   extraArgs?: string[];
   env?: NodeJS.ProcessEnv;
+  /** Start it under `taskset -c` on these cores. */
+  cpus?: readonly number[] | null;
 }
 
 export async function startRelay(o: RelayOptions): Promise<SluiceProcess> {
@@ -225,6 +233,7 @@ function startRelayIn(dataDir: string, o: RelayOptions): Promise<SluiceProcess> 
   return spawnSluice([...args, ...(o.extraArgs ?? [])], {
     env: o.env,
     cgroupProcs: o.cgroupProcs,
+    cpus: o.cpus,
   });
 }
 
@@ -290,7 +299,7 @@ export interface RunningGateway {
 export async function startGateway(
   config: unknown,
   configFile: string,
-  opts: { env?: NodeJS.ProcessEnv; readyTimeoutMs?: number } = {},
+  opts: { env?: NodeJS.ProcessEnv; readyTimeoutMs?: number; cpus?: readonly number[] | null } = {},
 ): Promise<RunningGateway> {
   writeFileSync(configFile, JSON.stringify(config, null, 2));
   const proc = await spawnSluice(['gateway', '--config', configFile], opts);

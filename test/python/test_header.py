@@ -122,3 +122,30 @@ def test_peer_with_other_timeouts_is_flagged_everywhere(tmp_path):
     from sluice_report import write
     html = write(report, tmp_path / "out")[0].read_text(encoding="utf-8")
     assert "⚠ Client settings differ between implementations" in html
+
+
+def test_workers_and_single_box_pinning_are_run_settings(tmp_path):
+    """`workers` as asked and as served, and the cores the run pinned, read from the runs."""
+    a = make_run("iovalkey")
+    a["config"].update(workers="auto", cpus=[0, 1])
+    a["gatewayWorkers"] = 2
+    b = make_run("iovalkey")
+    b["config"].update(cpus=[0, 1], loadCpus=[1])
+    b["gatewayWorkers"] = 1
+    write_run(tmp_path, a, "iovalkey-auto_standalone_light_50c_10s_run1.json")
+    write_run(tmp_path, b)
+    report = analyse(tmp_path)
+    settings = dict(report.header.settings)
+    assert settings["gateway workers"] == "1, auto (2 processes)"
+    assert settings["CPUs (single box)"] == (
+        "relay, gateway and Valkey pinned to CPUs 0,1, "
+        "relay, gateway and Valkey pinned to CPUs 0,1; load generator on CPUs 1")
+    # workers: auto is a configuration of its own, named as its file is.
+    assert settings["implementations"] == "iovalkey, iovalkey-auto"
+    assert not [w for w in report.warnings if "file name says" in w]
+
+
+def test_unpinned_runs_say_so(tmp_path):
+    write_run(tmp_path, make_run())
+    settings = dict(analyse(tmp_path).header.settings)
+    assert settings["CPUs (single box)"] == "not pinned"

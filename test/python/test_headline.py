@@ -117,11 +117,55 @@ def test_sender_only_nostr_runs_are_their_own_scenario_against_the_same_relay_al
     assert not [w for w in report.warnings if "file name says" in w]
 
 
+def long_tail(data: dict[str, Any]) -> dict[str, Any]:
+    """The same run on the long tail (every event from a new author)."""
+    data["config"]["nostrIdentity"] = "pubkey-long-tail"
+    return data
+
+
+def test_the_long_tail_divides_by_the_relay_alone_on_its_own_events(tmp_path: Path) -> None:
+    d = tmp_path / "20261127_010000"
+    d.mkdir()
+    # The relay alone is slower on the long tail's events (a key each) than on nostr's.
+    for run, (alone, alone_tail, gw, gw_tail) in enumerate(
+            [(4000, 3000, 2000, 900), (4000, 2500, 2400, 1000)], start=1):
+        write(d, nostr_run("relay-alone", alone, run))
+        write(d, nostr_run("iovalkey", gw, run))
+        for impl, rps, cpu in (("relay-alone", alone_tail, 40.0), ("iovalkey", gw_tail, 100.0)):
+            data = long_tail(nostr_run(impl, rps, run, gateway_cpu=cpu))
+            write_run(d, data, f"{impl}_standalone_nostr-long-tail_50c_10s_run{run}.json")
+    report, _, _ = generate(d)
+    assert not [w for w in report.warnings if "file name says" in w]
+    tail = ratio_for(report, "iovalkey standalone (long tail: every event from a new author)")
+    repeat = ratio_for(report, "iovalkey standalone")
+    assert tail.values == pytest.approx((0.3, 0.4))
+    assert repeat.values == pytest.approx((0.5, 0.6))
+    assert tail.baseline is not None and tail.baseline.workload == "nostr-long-tail"
+    assert repeat.baseline is not None and repeat.baseline.workload == "nostr"
+    # Its CPU per EVENT is set beside the relay's on the long tail too.
+    costs = {(own.config.workload, own.config.implementation): other
+             for own, other, _ in report.headline.cpu}
+    assert costs[("nostr-long-tail", "iovalkey")].config.workload == "nostr-long-tail"
+
+
+def test_a_long_tail_without_its_relay_alone_is_na_not_the_repeat_writers(
+        tmp_path: Path) -> None:
+    d = tmp_path / "20261127_020000"
+    d.mkdir()
+    write(d, nostr_run("relay-alone", 4000, 1))
+    write_run(d, long_tail(nostr_run("iovalkey", 900, 1)),
+              "iovalkey_standalone_nostr-long-tail_50c_10s_run1.json")
+    report, _, _ = generate(d)
+    r = ratio_for(report, "iovalkey standalone (long tail: every event from a new author)")
+    assert r.mean is None and r.baseline is None
+    assert "no relay-alone nostr-long-tail runs" in (r.why_na or "")
+
+
 def test_no_relay_alone_with_that_relay_is_na_with_the_reason(session: Path) -> None:
     report, _, _ = generate(session)
     r = ratio_for(report, "valkey-glide standalone", "nostr-rs-relay")
     assert r.mean is None and r.values == ()
-    assert "no relay-alone runs with the nostr-rs-relay relay" in (r.why_na or "")
+    assert "no relay-alone nostr runs with the nostr-rs-relay relay" in (r.why_na or "")
 
 
 def test_http_light_against_the_peer_and_quotas_off(session: Path) -> None:

@@ -32,7 +32,9 @@ type Identity = 'apiKey' | 'ip' | 'pubkey';
  * (nostr.verify auto); `gateway-verified`, the author after the gateway verified every event
  * (nostr.verify always); `relay-verified`, the author on the relay's OK (nostr.verify relay);
  * `ip`, the sender only; `pubkey-at-limit`, as `pubkey`, with every author sending past its
- * quota (AT_LIMIT) and the run checking that none was admitted past it.
+ * quota (AT_LIMIT) and the run checking that none was admitted past it; `pubkey-long-tail`,
+ * as `pubkey`, with every event signed by an author of its own (a public relay's long tail:
+ * no author is ever known to the gateway in its window).
  */
 export const NOSTR_IDENTITIES = [
   'pubkey',
@@ -40,6 +42,7 @@ export const NOSTR_IDENTITIES = [
   'relay-verified',
   'ip',
   'pubkey-at-limit',
+  'pubkey-long-tail',
 ] as const;
 export type NostrIdentity = (typeof NOSTR_IDENTITIES)[number];
 /** The adaptive benchmark's arms: no adaptation, then each control law of the registry. */
@@ -91,6 +94,11 @@ export interface WorkloadSpec {
    * counts what each was admitted and fails past either limit (see admitted-past-limit.ts).
    */
   atLimit?: true;
+  /**
+   * Nostr: every event signed by a key of its own (one event per author, never re-used), as
+   * a public relay's long tail of authors looks to a gateway (see LONG_TAIL in fresh-budget.ts).
+   */
+  longTail?: true;
 }
 
 /**
@@ -159,6 +167,17 @@ export const WORKLOAD_SPECS = {
     relayAlone: true,
     identity: ['pubkey', 'ip'],
     nostrIdentity: 'pubkey',
+  },
+  // The default configuration on a public relay's traffic: every event from a new author, so
+  // no author is known to the gateway in its window (the repeat-writer `nostr` has 1,000
+  // authors writing many events each). Compared with the relay alone on the same events.
+  'nostr-long-tail': {
+    ...NOSTR,
+    baselines: ['quotas-off'],
+    relayAlone: true,
+    identity: ['pubkey', 'ip'],
+    nostrIdentity: 'pubkey-long-tail',
+    longTail: true,
   },
   // The gateway verifies every EVENT before charging its author (nostr.verify always: the
   // default before authors far from their limit were charged on the hash alone).
@@ -262,8 +281,19 @@ export interface RunConfig {
    * verification (nostr.verify auto). Absent: pubkey.
    */
   nostrIdentity?: NostrIdentity;
-  /** Gateway processes (node:cluster workers); absent: 1. */
-  workers?: number;
+  /**
+   * Gateway processes (node:cluster workers) as asked for: a count, or `auto` (one per core
+   * the gateway may use: with --cpus, the cores of that list); absent: 1. The processes that
+   * ran are the result's `gatewayWorkers`.
+   */
+  workers?: number | 'auto';
+  /**
+   * Single box: the cores the relay, the gateway (every worker) and the run's Valkey nodes were
+   * pinned to (taskset), as a list of CPU numbers; absent or null: not pinned.
+   */
+  cpus?: number[] | null;
+  /** The cores the load generator (this process, every thread) was pinned to; null: not pinned. */
+  loadCpus?: number[] | null;
   /** HTTP: a fixed offered rate (open loop, latency from intended send times); absent: closed. */
   rate?: number | null;
 }
@@ -276,7 +306,8 @@ export interface RunConfig {
 export function runFileName(c: RunConfig): string {
   const relay = c.relayImpl && c.relayImpl !== 'reference' ? `_${c.relayImpl}` : '';
   const workload = c.rate ? `${workloadOf(c)}-rate${c.rate}` : workloadOf(c);
-  const workers = c.workers && c.workers > 1 ? `-${c.workers}w` : '';
+  const workers =
+    c.workers === 'auto' ? '-auto' : c.workers && c.workers > 1 ? `-${c.workers}w` : '';
   const name = `${c.implementation}${workers}_${c.mode}_${workload}${relay}_${c.connections}c_${c.durationSec}s_run${c.run}.json`;
   if (/[:/\\]/.test(name)) throw new Error(`unsafe result file name: ${name}`);
   return name;

@@ -22,6 +22,20 @@ export function freshEventCount(perSec: number, seconds: number, connections: nu
   return Math.ceil(perSec * (seconds + GRACE_MS / 1000)) + connections;
 }
 
+/**
+ * The keys a long-tail run (`nostr-long-tail`) may sign with: one for every event it could
+ * ever sign (the warm-up's and the window's, both at --fresh-events-per-sec), so author `i`
+ * signs event `i` alone. A run signs fewer (the window's rate is learnt from the warm-up);
+ * the result's `events.authors` says how many signed.
+ */
+export function longTailAuthors(
+  cfg: Pick<RunConfig, 'warmupSec' | 'durationSec' | 'connections'> & { maxPerSec: number },
+): number {
+  const warm =
+    cfg.warmupSec > 0 ? freshEventCount(cfg.maxPerSec, cfg.warmupSec, cfg.connections) : 0;
+  return warm + freshEventCount(cfg.maxPerSec, cfg.durationSec, cfg.connections);
+}
+
 export class FreshBudget {
   events: FreshEvents | undefined;
   signSeconds = 0;
@@ -80,6 +94,8 @@ export class FreshBudget {
           sent: events.next,
           duplicates,
           windowRatePerSec: this.windowRate ?? null,
+          // Keys that signed: events i = 0..signed-1 are signed by author i % authors.
+          authors: Math.min(events.ids.length, this.cfg.freshEvents.authors),
         }
       : null;
   }
@@ -89,6 +105,8 @@ export class FreshBudget {
     const t = performance.now();
     const more = await signFreshEvents({
       count,
+      // Indexes (so authors) continue after what was signed for the warm-up.
+      from: this.events?.ids.length ?? 0,
       authors: cfg.freshEvents.authors,
       seed: cfg.seed,
       label: `${cfg.implementation}:${cfg.mode} ${cfg.workload} ${cfg.relayImpl ?? 'reference'} ${cfg.connections}c ${cfg.durationSec}s run ${cfg.run} ${what}`,
@@ -104,7 +122,7 @@ export class FreshBudget {
         }
       : more;
     this.phase(
-      `${count} fresh events for the ${what} signed by ${cfg.freshEvents.authors} keys in ${seconds.toFixed(1)} s`,
+      `${count} fresh events for the ${what} signed by ${Math.min(count, cfg.freshEvents.authors)} keys in ${seconds.toFixed(1)} s`,
     );
   }
 }

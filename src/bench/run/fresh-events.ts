@@ -53,6 +53,12 @@ export interface FreshEventsPlan {
   contentBytes?: number;
   /** Worker threads (default: the cores, at most 4). */
   workers?: number;
+  /**
+   * The session index of the slice's first event (default 0): a later slice of the same run
+   * continues the indexes, so its events take the authors after the earlier slice's (a run
+   * with as many authors as events never signs two events with one key).
+   */
+  from?: number;
 }
 
 const MIN_PER_WORKER = 2000;
@@ -76,14 +82,18 @@ export async function signFreshEvents(plan: FreshEventsPlan): Promise<FreshEvent
     ),
   );
   const per = Math.ceil(plan.count / workers);
+  const first = plan.from ?? 0;
+  if (!Number.isInteger(first) || first < 0) {
+    throw new RangeError(`fresh events: from must be a non-negative integer, got ${plan.from}`);
+  }
   const parts = await Promise.all(
     Array.from({ length: workers }, (_, w) => {
       const job: SignJob = {
         seed: plan.seed,
         authors: plan.authors,
         label,
-        from: w * per,
-        to: Math.min(plan.count, (w + 1) * per),
+        from: first + w * per,
+        to: first + Math.min(plan.count, (w + 1) * per),
         createdAt,
         fillerBytes,
       };

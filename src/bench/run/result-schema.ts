@@ -47,7 +47,9 @@ const RunConfigSchema = z.strictObject({
   relayImpl: z.enum(RELAY_IMPLS).optional(),
   freshEvents: z.strictObject({ maxPerSec: z.number(), authors: count }).nullable().optional(),
   nostrIdentity: z.enum(NOSTR_IDENTITIES).optional(),
-  workers: z.number().int().positive().optional(),
+  workers: z.union([z.number().int().positive(), z.literal('auto')]).optional(),
+  cpus: z.array(z.number().int().nonnegative()).nullable().optional(),
+  loadCpus: z.array(z.number().int().nonnegative()).nullable().optional(),
   rate: z.number().positive().nullable().optional(),
 });
 
@@ -153,6 +155,8 @@ export const RunFileSchema = z.strictObject({
       sent: count,
       duplicates: count,
       windowRatePerSec: nullableNumber,
+      /** Distinct keys that signed the events (a long-tail run: one per event). */
+      authors: count.optional(),
     })
     .nullable()
     .optional(),
@@ -161,6 +165,25 @@ export const RunFileSchema = z.strictObject({
    * processes under test; absent in files from before it was recorded.
    */
   loadGenerator: z.strictObject({ cpuMs: count, cpuMsPerRequest: nullableNumber }).optional(),
+  /**
+   * Gateway processes that served the load (the workers of a multi-worker gateway, else 1);
+   * null without a sluice gateway (relay-alone, the peer). Absent in older files.
+   */
+  gatewayWorkers: count.nullable().optional(),
+  /**
+   * The cores each process under test, and the load generator, was allowed to run on during
+   * the window (Cpus_allowed_list of /proc/<pid>/status), pinned or not. Absent in older files.
+   */
+  affinity: z
+    .array(
+      z.strictObject({
+        role: z.enum(['gateway', 'peer', 'relay', 'feed', 'valkey', 'load']),
+        name: z.string(),
+        pid: z.number().int(),
+        cpus: z.string(),
+      }),
+    )
+    .optional(),
   /** nostr-at-limit: what authors and the sender were admitted against their limits. */
   pastLimit: z
     .strictObject({

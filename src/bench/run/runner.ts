@@ -30,6 +30,7 @@ import { FreshBudget } from './fresh-budget.js';
 import { loadFor } from './load.js';
 import type { Load } from './load.js';
 import { startNostrRsRelay } from './third-party-relay.js';
+import { allowedCpus, pinForRun, pinPid } from '../../harness/pinning.js';
 
 const POOL_SIZE = 500;
 
@@ -146,31 +147,34 @@ async function startFrontEnd(
   adminUrl?: string;
 }> {
   if (cfg.implementation === 'fastify-rate-limit') {
-    const proc = await spawnSluice([
-      'bench',
-      'peer',
-      '--port',
-      '0',
-      '--upstream',
-      relayUrl,
-      '--valkey-mode',
-      cfg.mode,
-      '--valkey-nodes',
-      `${valkey.host}:${valkey.port}`,
-      '--points',
-      String(cfg.quota.points),
-      '--window-sec',
-      String(cfg.quota.windowSec),
-      '--trusted-proxies',
-      '127.0.0.1',
-      // The same timeouts every sluice client gets (an unequal default is a confound).
-      '--command-timeout-ms',
-      String(BENCH_VALKEY_TIMEOUTS.commandTimeoutMs),
-      '--connect-timeout-ms',
-      String(BENCH_VALKEY_TIMEOUTS.connectTimeoutMs),
-      '--max-body-bytes',
-      String(maxBodyBytes),
-    ]);
+    const proc = await spawnSluice(
+      [
+        'bench',
+        'peer',
+        '--port',
+        '0',
+        '--upstream',
+        relayUrl,
+        '--valkey-mode',
+        cfg.mode,
+        '--valkey-nodes',
+        `${valkey.host}:${valkey.port}`,
+        '--points',
+        String(cfg.quota.points),
+        '--window-sec',
+        String(cfg.quota.windowSec),
+        '--trusted-proxies',
+        '127.0.0.1',
+        // The same timeouts every sluice client gets (an unequal default is a confound).
+        '--command-timeout-ms',
+        String(BENCH_VALKEY_TIMEOUTS.commandTimeoutMs),
+        '--connect-timeout-ms',
+        String(BENCH_VALKEY_TIMEOUTS.connectTimeoutMs),
+        '--max-body-bytes',
+        String(maxBodyBytes),
+      ],
+      { cpus: cfg.cpus },
+    );
     const settings = proc.ready.settings ?? {
       client: 'ioredis',
       mode: cfg.mode,
@@ -181,6 +185,7 @@ async function startFrontEnd(
   const { proc, adminUrl } = await startGateway(
     benchGatewayConfig(cfg, valkey, relayUrl, maxBodyBytes),
     path.join(workDir, 'gateway.json'),
+    { cpus: cfg.cpus },
   );
   const v = await adminJson(adminUrl, '/admin/valkey');
   return {
@@ -212,7 +217,7 @@ async function relayForRun(
         '--relay is for a running reference relay; nostr-rs-relay is started per run',
       );
     }
-    const relay = await startNostrRsRelay(workDir, log);
+    const relay = await startNostrRsRelay(workDir, log, process.env, { cpus: cfg.cpus });
     started.push(relay);
     return { url: relay.url, pid: relay.pid, nodeId: relay.nodeId };
   }
@@ -223,6 +228,7 @@ async function relayForRun(
       dataDir: path.join(workDir, 'relay'),
       fresh: true,
       workIterations: cfg.relayWorkIterations,
+      cpus: cfg.cpus,
     });
     started.push(relay);
     relayUrl = relay.url;
@@ -269,6 +275,8 @@ interface Measured {
   leases: RunResult['leases'];
   /** This process's CPU over the window, ms: the load generator's (never among `processes`). */
   loadCpuMs: number;
+  /** The cores each process (and the load generator) was allowed, read during the window. */
+  affinity: NonNullable<RunResult['affinity']>;
 }
 
 /**
@@ -293,6 +301,9 @@ export async function runOnce(
       ? new FreshBudget({ ...cfg, freshEvents: cfg.freshEvents }, phase)
       : undefined;
     await budget?.prepare();
+    // The load generator, after the warm-up's events were signed (not timed: on every core),
+    // before anything is started or measured; the window's signing threads inherit the cores.
+    if (cfg.loadCpus?.length) pinPid(process.pid, cfg.loadCpus);
     const system = await startProcesses(cfg, targets, workDir, pool, started, log, phase);
     clientSettings = system.front?.settings ?? null;
     const load = loadFor(cfg, {
@@ -337,6 +348,18 @@ async function startProcesses(
     phase(`${front.role} ready`);
   }
   const nodes: ValkeyNode[] = front ? await discoverNodes(targets.valkey) : [];
+  // Single box: what the session started and the run only uses (Valkey, a relay given by
+  // --relay) shares the cores for the run, and gets its own affinity back when it ends.
+  if (cfg.cpus?.length) {
+    const borrowed = [
+      ...(targets.relayUrl ? [relay.pid] : []),
+      ...watchedValkey(nodes).map((v) => v.pid),
+    ];
+    const pinned = pinForRun(borrowed, cfg.cpus);
+    started.unshift({ stop: () => Promise.resolve(pinned.restore()) });
+    const what = ['relay', ...(front ? [front.role] : []), ...(nodes.length ? ['Valkey'] : [])];
+    phase(`pinned to CPUs ${cfg.cpus.join(',')}: ${what.join(', ')}`);
+  }
   const watched: WatchedProcess[] = [
     ...(front ? [{ role: front.role, name: front.role, pid: front.proc.pid }] : []),
     // A multi-worker gateway: the workers do the proxying, the primary (above) the admin.
@@ -406,6 +429,7 @@ async function measure(cfg: RunConfig, system: SystemUnderTest, load: Load): Pro
   const cpu = process.cpuUsage(cpuBefore);
   bar.done();
   const processes = sampler.stop();
+  const affinity = affinityOf(system.watched);
   const after = before ? await commandCalls(nodes) : undefined;
   return {
     result,
@@ -417,7 +441,33 @@ async function measure(cfg: RunConfig, system: SystemUnderTest, load: Load): Pro
         ? await fetchLeaseAccounting(front.adminUrl)
         : null,
     loadCpuMs: (cpu.user + cpu.system) / 1000,
+    affinity,
   };
+}
+
+/** Each watched process's allowed cores, then the load generator's (this process). */
+function affinityOf(watched: WatchedProcess[]): NonNullable<RunResult['affinity']> {
+  const out: NonNullable<RunResult['affinity']> = [];
+  for (const w of [
+    ...watched,
+    { role: 'load' as const, name: 'load generator', pid: process.pid },
+  ]) {
+    try {
+      out.push({ role: w.role, name: w.name, pid: w.pid, cpus: allowedCpus(w.pid) });
+    } catch {
+      // Not on this host (a remote Valkey) or gone: nothing to record.
+    }
+  }
+  return out;
+}
+
+/** Gateway processes that served the load: its workers (1 without any); null: no gateway. */
+function gatewayWorkers(cfg: RunConfig, measured: Measured): number | null {
+  if (cfg.implementation === 'relay-alone' || cfg.implementation === 'fastify-rate-limit') {
+    return null;
+  }
+  const workers = measured.processes.filter((p) => p.name.startsWith('gateway worker ')).length;
+  return Math.max(1, workers);
 }
 
 /** The run's file from what was measured, with every reason it cannot be used. */
@@ -464,6 +514,8 @@ function collect(
     leases: measured.leases,
     events: budget?.summary(load.duplicates) ?? null,
     pastLimit,
+    gatewayWorkers: gatewayWorkers(cfg, measured),
+    affinity: measured.affinity,
     loadGenerator: {
       cpuMs: Math.round(measured.loadCpuMs),
       cpuMsPerRequest: result.counts.requests

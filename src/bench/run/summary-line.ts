@@ -1,11 +1,14 @@
 import path from 'node:path';
 import type { RunResult } from './runner.js';
+import { workloadOf } from './config.js';
 
 /** One line per run for the log: what ran, what it measured, where the file is. */
 export function formatRunLine(r: RunResult, file: string): string {
   const c = r.config;
   const offered = c.rate ? ` at ${c.rate}/s offered (open loop)` : '';
-  const head = `${c.implementation}:${c.mode} ${c.workload}${offered} ${c.connections}c ${c.durationSec}s run ${c.run}/${c.runs}`;
+  const workers = c.workers === 'auto' ? ` workers auto (${r.gatewayWorkers ?? '?'})` : '';
+  const pinned = c.cpus?.length ? ` on CPUs ${c.cpus.join(',')}` : '';
+  const head = `${c.implementation}:${c.mode} ${workloadOf(c)}${offered}${workers}${pinned} ${c.connections}c ${c.durationSec}s run ${c.run}/${c.runs}`;
   if (r.status !== 'ok' || !r.rates || !r.counts) {
     return `${head}: FAILED (${r.failureReasons.join('; ')}) -> ${path.basename(file)}`;
   }

@@ -9,6 +9,7 @@
  * `nostr-rs-relay-<version>/bin/nostr-rs-relay`.
  */
 import { spawn, spawnSync } from 'node:child_process';
+import { underTaskset } from '../../harness/pinning.js';
 import { createHash } from 'node:crypto';
 import type { ChildProcess } from 'node:child_process';
 import {
@@ -241,6 +242,8 @@ export interface ThirdPartyRelay {
 }
 
 export interface NostrRsRelayOptions {
+  /** Start it under `taskset -c` on these cores (a single-box benchmark run). */
+  cpus?: readonly number[] | null;
   /** A fixed port (a restart on the same data keeps its address); else a free one. */
   port?: number;
   /** Start it inside this cgroup (its `cgroup.procs` file). */
@@ -290,12 +293,10 @@ export async function startNostrRsRelay(
   const logFile = path.join(workDir, 'nostr-rs-relay.log');
   // Appended: a restart on the same directory keeps what the one before printed.
   const fd = openSync(logFile, 'a');
-  const [file, args] = inCgroup(opts.cgroupProcs, binary, [
-    '--config',
-    configFile,
-    '--db',
-    dataDir,
-  ]);
+  const [file, args] = inCgroup(
+    opts.cgroupProcs,
+    ...underTaskset(opts.cpus, binary, ['--config', configFile, '--db', dataDir]),
+  );
   const child = spawn(file, args, {
     cwd: workDir,
     // Warnings only: per-connection info lines would be part of what is measured.

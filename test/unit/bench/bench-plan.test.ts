@@ -31,7 +31,14 @@ describe('bench plan', { timeout: 10_000 }, () => {
     const runs = runsOf(entries);
     const count = (pred: (r: PlannedRun) => boolean) => runs.filter(pred).length;
     const plain = WORKLOADS.filter((w) => !spec(w).once && !spec(w).firstClientOnly);
-    assert.deepEqual(plain, ['light', 'heavy', 'flood', 'nostr', 'nostr-at-limit']);
+    assert.deepEqual(plain, [
+      'light',
+      'heavy',
+      'flood',
+      'nostr',
+      'nostr-long-tail',
+      'nostr-at-limit',
+    ]);
     for (const client of CLIENT_KINDS) {
       for (const mode of TOPOLOGIES) {
         for (const workload of plain) {
@@ -59,14 +66,23 @@ describe('bench plan', { timeout: 10_000 }, () => {
         mode,
       );
     }
-    for (const baseline of ['quotas-off', 'fastify-rate-limit', 'relay-alone']) {
+    for (const baseline of ['quotas-off', 'fastify-rate-limit']) {
       assert.deepEqual(
         runs.filter((r) => r.implementation === baseline).map((r) => r.mode),
         ['standalone'],
         baseline,
       );
     }
-    assert.equal(runs.length, 3 * 2 * 5 + 3 + 3 + 2 + 3);
+    // The relay alone once for each workload whose ratios divide by it: the repeat writers'
+    // events, and the long tail's (a key each).
+    assert.deepEqual(
+      runs
+        .filter((r) => r.implementation === 'relay-alone')
+        .map((r) => `${r.mode} ${r.workload}`)
+        .sort(),
+      ['standalone nostr', 'standalone nostr-long-tail'],
+    );
+    assert.equal(runs.length, 3 * 2 * 6 + 3 + 3 + 2 + 4);
     // Short, once, and the session says so.
     for (const r of runs) {
       assert.equal(r.runs, 1);
@@ -88,10 +104,12 @@ describe('bench plan', { timeout: 10_000 }, () => {
       'iovalkey nostr 50c 2s',
       'iovalkey nostr-at-limit 50c 2s',
       'iovalkey nostr-gateway-verified 50c 2s',
+      'iovalkey nostr-long-tail 50c 2s',
       'iovalkey nostr-relay-verified 50c 2s',
       'iovalkey nostr-sender-only 50c 2s',
       'quotas-off nostr 50c 2s',
       'relay-alone nostr 50c 2s',
+      'relay-alone nostr-long-tail 50c 2s',
     ]);
     // Options given beside --quick win over its settings.
     const longer = runsOf(
@@ -107,12 +125,16 @@ describe('bench plan', { timeout: 10_000 }, () => {
       [
         'ioredis:cluster nostr 10c 5s',
         'ioredis:cluster nostr-at-limit 10c 5s',
+        'ioredis:cluster nostr-long-tail 10c 5s',
         'iovalkey:cluster nostr 10c 5s',
         'iovalkey:cluster nostr-at-limit 10c 5s',
+        'iovalkey:cluster nostr-long-tail 10c 5s',
         'relay-alone nostr 10c 5s',
+        'relay-alone nostr-long-tail 10c 5s',
         'valkey-glide:cluster nostr 10c 5s',
         'valkey-glide:cluster nostr-at-limit 10c 5s',
         'valkey-glide:cluster nostr-gateway-verified 10c 5s',
+        'valkey-glide:cluster nostr-long-tail 10c 5s',
         'valkey-glide:cluster nostr-relay-verified 10c 5s',
         'valkey-glide:cluster nostr-sender-only 10c 5s',
       ],
@@ -130,11 +152,12 @@ describe('bench plan', { timeout: 10_000 }, () => {
       () => plan({ workload: 'nostr,light', relayImpl: 'nostr-rs-relay' }),
       /only speaks Nostr .* the light workload needs the reference relay/,
     );
-    // Per connection count: 6 clients, each at the limit too, the relay alone, 3 variants,
-    // quotas-off on each topology; 2 counts, 3 runs.
+    // Per connection count: 6 clients, each at the limit and on the long tail too, the relay
+    // alone (repeat writers and long tail), 3 variants, quotas-off on each topology (repeat
+    // writers and long tail); 2 counts, 3 runs.
     assert.equal(
       runsOf(plan({ workload: 'nostr', relayImpl: 'nostr-rs-relay' })).length,
-      (6 + 6 + 1 + 3 + 2) * 2 * 3,
+      (6 + 6 + 6 + 2 + 3 + 2 + 2) * 2 * 3,
     );
   });
 
@@ -143,10 +166,11 @@ describe('bench plan', { timeout: 10_000 }, () => {
     const runs = runsOf(entries);
     const rounds = [1, 2, 3].map((n) => runs.filter((r) => r.run === n));
     const first = rounds[0]!.map(keyOf);
-    // 6 clients x 2 concurrencies x (light, heavy, flood, nostr, nostr-at-limit), the
-    // baselines, the relay alone and three variants per concurrency, three laws.
+    // 6 clients x 2 concurrencies x (light, heavy, flood, nostr, nostr-long-tail,
+    // nostr-at-limit), the baselines, the relay alone (twice) and three variants per
+    // concurrency, three laws.
     assert.equal(new Set(first).size, first.length);
-    assert.equal(first.length, 6 * 2 * 5 + 2 * (4 + 4 + 2) + 2 * (1 + 3) + 3);
+    assert.equal(first.length, 6 * 2 * 6 + 2 * (4 + 4 + 2 + 2) + 2 * (2 + 3) + 3);
     for (const later of rounds.slice(1)) {
       const keys = later.map(keyOf);
       assert.deepEqual([...keys].sort(), first.filter((k) => !/adaptive/.test(k)).sort());
