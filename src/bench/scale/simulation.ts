@@ -1,0 +1,250 @@
+/**
+ * The scale simulation: the real decider, lease book and consumers of every gateway, on a
+ * virtual clock, against the Valkey model, driven by Zipf traffic with a hot key. Reports
+ * over- and under-admission per key and window against the bounds, Valkey commands per
+ * primary, decision latency, points stranded in leases and the hot key's primary's load.
+ */
+import type { Identity } from '../../quota/policy.js';
+import { Policy } from '../../quota/policy.js';
+import { QuotaDecider } from '../../quota/decider.js';
+import type { QuotaRequest } from '../../quota/decider.js';
+import type { LeaseEvent } from '../../quota/leases.js';
+import type { NodeMultipliers } from '../../quota/multipliers.js';
+import type { ClientKey } from '../../store/index.js';
+import { seededRandom } from '../../util/random.js';
+import { configOverBound, underBound, windowOverBound } from './bound.js';
+import type { ContractTerms } from './bound.js';
+import { VirtualClock } from './clock.js';
+import { hopOf, quotaSettings } from './config.js';
+import type { ScaleConfig } from './config.js';
+import { CountHistogram, addWindow, emptyAccuracy, meanMax } from './figures.js';
+import type { AccuracyTally } from './figures.js';
+import { AdmissionLedger } from './ledger.js';
+import { HOT_KEY, gatewayOf, identityAt, identityKey, topShare, zipfRank } from './traffic.js';
+import { ValkeyModel } from './valkey-model.js';
+import type { WriteTag } from './valkey-model.js';
+import { keySlot } from './slots.js';
+
+/** Virtual epoch of the run: small, so that a tick of 0.05 ms stays exact in a double. */
+const START_MS = 1_000_000;
+const NODE = 'relay-a';
+
+export interface ScaleResult {
+  config: ScaleConfig;
+  /** Real seconds the run took on this machine, and the events it ran. */
+  wallSec: number;
+  events: number;
+  writes: number;
+  admitted: number;
+  accuracy: AccuracyTally & {
+    /** The bound from the settings alone (docs/GATEWAY.md), per key and window. */
+    configOverBound: number;
+    underBound: number;
+    /** under / admissible, percent. */
+    underPct: number;
+    refusedWithoutWindow: number;
+    unplaced: number;
+  };
+  valkey: {
+    commands: number;
+    commandsPerSecPerShard: { mean: number; max: number; min: number };
+    perShard: number[];
+    hotShard: number;
+    hotShardCommandsPerSec: number;
+    hotKeyCommandsPerSec: number;
+    redirects: number;
+    timeouts: number;
+    lostPoints: number;
+  };
+  latencyMs: { p50: number; p99: number; p999: number; max: number };
+  outcomes: Record<string, number>;
+  strandedPerGateway: { mean: number; max: number; total: number };
+}
+
+/** A static board: every node at multiplier 1 (pressure is not what this measures). */
+const BOARD: NodeMultipliers = {
+  get: () => ({ value: 1 }),
+  onChange: () => undefined,
+};
+
+export async function simulateScale(cfg: ScaleConfig): Promise<ScaleResult> {
+  const wallStart = performance.now();
+  const clock = new VirtualClock(START_MS, cfg.tickMs);
+  const windowMs = cfg.windowSec * 1000;
+  const terms: ContractTerms = {
+    limit: cfg.limit,
+    gateways: cfg.gateways,
+    workers: cfg.workers,
+    leases: cfg.leases,
+  };
+  const accuracy = emptyAccuracy();
+  const uBound = underBound(terms);
+  const ledger = new AdmissionLedger(windowMs, (_key, w, complete) => {
+    const bound = windowOverBound(terms, w.lost, w.insured > 0, w.end - w.start, windowMs);
+    addWindow(accuracy, w, complete, cfg.limit, bound, uBound);
+  });
+  const hotShardIx = Math.floor((keySlot(HOT_KEY) * cfg.primaries) / 16384);
+  const durationMs = cfg.durationSec * 1000;
+  const model = new ValkeyModel(
+    clock,
+    {
+      primaries: cfg.primaries,
+      serviceRatePerSec: cfg.serviceRatePerSec,
+      hop: hopOf(cfg),
+      timeoutMs: cfg.timeoutMs,
+      failover: cfg.failover
+        ? {
+            shard: hotShardIx,
+            atMs: START_MS + durationMs / 3,
+            pauseMs: cfg.failoverPauseMs,
+            lostMs: cfg.failoverLostMs,
+          }
+        : undefined,
+      migration: cfg.migration
+        ? {
+            slots: [keySlot(HOT_KEY)],
+            to: (hotShardIx + 1) % cfg.primaries,
+            atMs: START_MS + durationMs / 2,
+            durationMs: cfg.migrationMs,
+          }
+        : undefined,
+      seed: cfg.seed,
+    },
+    ledger,
+    HOT_KEY,
+  );
+
+  const settings = quotaSettings(cfg);
+  const policy = new Policy(settings);
+  const holders = cfg.gateways * cfg.workers;
+  const held = new Float64Array(holders);
+  const deciders = Array.from({ length: holders }, (_, h) =>
+    clock.withTimers(
+      () =>
+        new QuotaDecider(model.storeFor(h), policy, BOARD, settings, {
+          now: clock.now,
+          workers: cfg.workers,
+          maxTrackedClients: cfg.maxTrackedClients,
+          onLeasePoints: (e: LeaseEvent, n: number) => {
+            held[h] = (held[h] ?? 0) + (e === 'leased' || e === 'refunded' ? n : -n);
+          },
+        }),
+    ),
+  );
+
+  const random = seededRandom(cfg.seed * 7 + 3);
+  const latency = new CountHistogram();
+  const outcomes: Record<string, number> = {};
+  let writes = 0;
+  let admitted = 0;
+  const tickMs = cfg.tickMs;
+  let carry = 0;
+
+  const write = (client: string, holder: number) => {
+    const identity = {
+      source: 'ip',
+      value: `ip:${client}`,
+      raw: client,
+      tier: 'default',
+      key: client as ClientKey,
+    } as Identity;
+    const req: QuotaRequest = { identity, ip: client, cls: 'write', cost: 1, nodeId: NODE };
+    const t0 = clock.now();
+    const tag: WriteTag = {};
+    model.tag = tag;
+    const pending = deciders[holder]!.decide(req);
+    model.tag = undefined;
+    writes++;
+    void pending.then((d) => {
+      const now = clock.now();
+      latency.add(Math.round((now - t0) * 1000) / 1000);
+      const outcome = d?.outcome ?? 'free';
+      outcomes[outcome] = (outcomes[outcome] ?? 0) + 1;
+      if (d?.admitted) {
+        admitted++;
+        ledger.admit(client, tag.evalAt ?? now, 1, d.outcome === 'insured');
+      } else {
+        ledger.refuse(client, now, 1);
+      }
+    });
+  };
+
+  const arrive = () => {
+    const t = clock.now();
+    if (t >= START_MS + durationMs) return;
+    carry += (cfg.writesPerSec * tickMs) / 1000;
+    const n = Math.floor(carry);
+    carry -= n;
+    const tRel = t - START_MS;
+    for (let i = 0; i < n; i++) {
+      const worker = cfg.workers > 1 ? Math.floor(random() * cfg.workers) : 0;
+      if (random() < cfg.hotShare) {
+        write(HOT_KEY, Math.floor(random() * cfg.gateways) * cfg.workers + worker);
+        continue;
+      }
+      const id = identityAt(
+        zipfRank(random(), cfg.identities, cfg.zipf),
+        cfg.identities,
+        tRel,
+        cfg.churnPerSec,
+      );
+      write(identityKey(id), gatewayOf(id, cfg.gateways) * cfg.workers + worker);
+    }
+    clock.at(t + tickMs, arrive);
+  };
+  clock.at(START_MS, arrive);
+
+  await clock.runUntil(START_MS + durationMs);
+  const endMs = START_MS + durationMs;
+  const stranded = meanMax([...held]);
+  // Let what is in flight settle (no new writes) before the tallies close.
+  await clock.runUntil(endMs + cfg.timeoutMs + 50);
+  ledger.finish(endMs);
+
+  const perShard = model.commandsPerShard();
+  const commands = perShard.reduce((a, b) => a + b, 0);
+  const perSec = perShard.map((c) => c / cfg.durationSec);
+  const hotKeyCommands = model.hotCommandsPerShard().reduce((a, b) => a + b, 0);
+  // The busiest key's points a second: the hot key, or the most popular identity.
+  const topRate =
+    cfg.writesPerSec *
+    Math.max(cfg.hotShare, (1 - cfg.hotShare) * topShare(cfg.identities, cfg.zipf));
+  return {
+    config: cfg,
+    wallSec: (performance.now() - wallStart) / 1000,
+    events: clock.ran,
+    writes,
+    admitted,
+    accuracy: {
+      ...accuracy,
+      configOverBound: configOverBound(
+        terms,
+        cfg.failover ? { lostMs: cfg.failoverLostMs, ratePerSec: topRate } : undefined,
+        cfg.failover,
+      ),
+      underBound: uBound,
+      underPct: accuracy.admissible > 0 ? (100 * accuracy.underPoints) / accuracy.admissible : 0,
+      refusedWithoutWindow: ledger.refusedWithoutWindow,
+      unplaced: ledger.unplaced,
+    },
+    valkey: {
+      commands,
+      commandsPerSecPerShard: { ...meanMax(perSec), min: Math.min(...perSec) },
+      perShard,
+      hotShard: hotShardIx,
+      hotShardCommandsPerSec: perSec[hotShardIx]!,
+      hotKeyCommandsPerSec: hotKeyCommands / cfg.durationSec,
+      redirects: model.redirects,
+      timeouts: model.timeouts,
+      lostPoints: model.lostPoints,
+    },
+    latencyMs: {
+      p50: latency.quantile(0.5),
+      p99: latency.quantile(0.99),
+      p999: latency.quantile(0.999),
+      max: latency.quantile(1),
+    },
+    outcomes,
+    strandedPerGateway: { ...stranded, total: [...held].reduce((a, b) => a + b, 0) },
+  };
+}
