@@ -24,6 +24,8 @@ interface ScaleFlags {
   serviceRate: number;
   hop: 'loopback' | 'datacenter';
   tickMs: number;
+  timeoutMs: number;
+  retryMs: number;
   seed: number;
   out?: string;
 }
@@ -61,7 +63,7 @@ export function registerScaleBench(bench: Command): void {
     .option('--window-sec <n>', 'the quota window', positiveInt, 1)
     .option('--no-leases', 'quota leases off (one Valkey consume a write)')
     .option('--failover', "fail the hot key's primary a third of the way in")
-    .option('--pause-ms <n>', 'failover: no primary for this long', positiveInt, 1000)
+    .option('--pause-ms <n>', 'failover: no primary for this long', positiveInt, 250)
     .option(
       '--lost-ms <n>',
       'failover: writes of this last stretch never reached the replica',
@@ -79,6 +81,8 @@ export function registerScaleBench(bench: Command): void {
     )
     .option('--service-rate <n>', 'commands a primary serves a second', positiveInt, 150_000)
     .option('--hop <kind>', 'network latency: loopback or datacenter', 'datacenter')
+    .option('--timeout-ms <n>', "the Valkey client's command timeout", positiveInt, 250)
+    .option('--retry-ms <n>', 'quotas.retryStoreAfterMs', positiveInt, 250)
     .option('--tick-ms <ms>', 'time resolution of the simulation', positiveNumber, 0.05)
     .option('--seed <n>', 'random seed', positiveInt, 1)
     .option('--out <dir>', 'results directory (default results/<timestamp>)')
@@ -115,6 +119,8 @@ export function registerScaleBench(bench: Command): void {
         serviceRatePerSec: flags.serviceRate,
         hop: flags.hop,
         tickMs: flags.tickMs,
+        timeoutMs: flags.timeoutMs,
+        retryStoreAfterMs: flags.retryMs,
         seed: flags.seed,
       };
       const configs = flags.matrix ? matrixConfigs(base, sizesOf(flags.matrix)) : [base];

@@ -31,7 +31,7 @@ export interface AccuracyTally {
   overWindows: number;
   overPoints: number;
   maxOver: number;
-  /** Windows over their own bound (a broken contract: must stay 0). */
+  /** Windows over their own bound, or with points Valkey never granted (must stay 0). */
   overBoundBroken: number;
   /** The largest over / bound seen (0 when nothing was over). */
   worstOverShare: number;
@@ -89,6 +89,8 @@ export function addWindow(
   a.admitted += w.admitted;
   a.insured += w.insured;
   a.lost += w.lost;
+  // A point Valkey never granted, and no insured share admitted, breaks the contract alone.
+  if (w.ungranted > 0) a.overBoundBroken++;
   const over = overOf(w, limit);
   if (over > 0) {
     a.overWindows++;

@@ -18,6 +18,8 @@ export interface WindowTally {
   lost: number;
   /** Points admitted from a gateway's insured share (Valkey failing). */
   insured: number;
+  /** Points admitted, not insured, while no counter of the key ran: Valkey never granted them. */
+  ungranted: number;
 }
 
 interface KeyWindows {
@@ -32,7 +34,7 @@ export class AdmissionLedger {
   private readonly keys = new Map<string, KeyWindows>();
   /** Points refused to a key that had no window yet (nothing counted it). */
   refusedWithoutWindow = 0;
-  /** Admissions placed before every window the ledger still holds (should stay 0). */
+  /** Points admitted, not insured, while no counter of the key ran: Valkey never granted them. */
   unplaced = 0;
 
   constructor(
@@ -63,14 +65,15 @@ export class AdmissionLedger {
 
   admit(key: string, at: number, cost: number, insured: boolean): void {
     let w = this.windowAt(key, at);
-    if (!w && insured) {
-      // An insured point with no counter: the window a counter would have started.
-      this.windowStarted(key, at, at + this.windowMs);
-      w = this.windowAt(key, at);
-    }
     if (!w) {
-      this.unplaced += cost;
-      return;
+      // No counter runs: an insured point, or one Valkey never granted (counted: a bug if
+      // not insured). It opens the window a counter would have started.
+      this.windowStarted(key, at, at + this.windowMs);
+      w = this.windowAt(key, at)!;
+      if (!insured) {
+        this.unplaced += cost;
+        w.ungranted += cost;
+      }
     }
     w.admitted += cost;
     w.demanded += cost;
@@ -110,5 +113,5 @@ export class AdmissionLedger {
 }
 
 function tally(start: number, end: number): WindowTally {
-  return { start, end, admitted: 0, demanded: 0, lost: 0, insured: 0 };
+  return { start, end, admitted: 0, demanded: 0, lost: 0, insured: 0, ungranted: 0 };
 }

@@ -17,7 +17,7 @@ export const SCALE_COLUMNS = [
   'decision ms p50 / p99 / p99.9',
   'stranded pts per gateway mean / max',
   'insured %',
-  'wall s',
+  'wall / CPU s',
 ];
 
 export function scaleRow(r: ScaleResult): string {
@@ -37,7 +37,7 @@ export function scaleRow(r: ScaleResult): string {
     `${ms(r.latencyMs.p50)} / ${ms(r.latencyMs.p99)} / ${ms(r.latencyMs.p999)}`,
     `${f(r.strandedPerGateway.mean, 1)} / ${f(r.strandedPerGateway.max)}`,
     f((100 * (r.outcomes.insured ?? 0)) / Math.max(1, r.writes), 1),
-    f(r.wallSec, 1),
+    `${f(r.wallSec, 1)} / ${f(r.cpuSec, 1)}`,
   ];
   return `| ${cells.join(' | ')} |`;
 }

@@ -31,8 +31,9 @@ const NODE = 'relay-a';
 
 export interface ScaleResult {
   config: ScaleConfig;
-  /** Real seconds the run took on this machine, and the events it ran. */
+  /** Real seconds the run took on this machine, CPU seconds it used, and the events it ran. */
   wallSec: number;
+  cpuSec: number;
   events: number;
   writes: number;
   admitted: number;
@@ -69,6 +70,7 @@ const BOARD: NodeMultipliers = {
 
 export async function simulateScale(cfg: ScaleConfig): Promise<ScaleResult> {
   const wallStart = performance.now();
+  const cpuStart = process.cpuUsage();
   const clock = new VirtualClock(START_MS, cfg.tickMs);
   const windowMs = cfg.windowSec * 1000;
   const terms: ContractTerms = {
@@ -212,6 +214,7 @@ export async function simulateScale(cfg: ScaleConfig): Promise<ScaleResult> {
   return {
     config: cfg,
     wallSec: (performance.now() - wallStart) / 1000,
+    cpuSec: cpuSecondsSince(cpuStart),
     events: clock.ran,
     writes,
     admitted,
@@ -247,4 +250,9 @@ export async function simulateScale(cfg: ScaleConfig): Promise<ScaleResult> {
     outcomes,
     strandedPerGateway: { ...stranded, total: [...held].reduce((a, b) => a + b, 0) },
   };
+}
+
+function cpuSecondsSince(start: NodeJS.CpuUsage): number {
+  const used = process.cpuUsage(start);
+  return (used.user + used.system) / 1e6;
 }
