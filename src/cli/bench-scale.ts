@@ -4,6 +4,8 @@ import { positiveInt, positiveNumber, share } from './flags.js';
 
 interface ScaleFlags {
   simulate?: boolean;
+  validate?: string;
+  client: string;
   matrix?: string;
   gateways: number;
   workers: number;
@@ -47,7 +49,13 @@ export function registerScaleBench(bench: Command): void {
         'gateway on a virtual clock against a Valkey Cluster model (docs/BENCHMARKS.md, ' +
         '"Scale simulation")',
     )
-    .option('--simulate', 'simulate (the only mode so far; required)')
+    .option('--simulate', 'simulate (required: the real scaled-down run is apart)')
+    .option(
+      '--validate <host:port>',
+      'also run the same configuration for real, leases off and on, with in-process ' +
+        'deciders against the Valkey Cluster at this seed node, and compare the figures',
+    )
+    .option('--client <kind>', 'Valkey client of the real run', 'ioredis')
     .option(
       '--matrix <sizes>',
       'run the documented table instead of one configuration: sizes 0,1,2 ' +
@@ -123,6 +131,13 @@ export function registerScaleBench(bench: Command): void {
         retryStoreAfterMs: flags.retryMs,
         seed: flags.seed,
       };
+      if (flags.validate) {
+        const { parseNodeAddress } = await import('../store/index.js');
+        const { validateScale } = await import('../bench/scale/validate.js');
+        const seed = parseNodeAddress(flags.validate);
+        await validateScale(base, seed, flags.client as never, flags.out);
+        return;
+      }
       const configs = flags.matrix ? matrixConfigs(base, sizesOf(flags.matrix)) : [base];
       const results = [];
       for (const cfg of configs) {

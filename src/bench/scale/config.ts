@@ -41,6 +41,13 @@ export interface ScaleConfig {
   maxTrackedClients: number;
   /** quotas.gateways as configured: the true count unless a test misconfigures it. */
   gatewaysSetting?: number | undefined;
+  /**
+   * Judge under-admission in windows still running at the end too (as of the end): for runs
+   * shorter than a window, such as the real validation run.
+   */
+  judgeOpenWindows?: boolean | undefined;
+  /** Counter key prefix (quotas.keyPrefix): a real run uses a fresh one. */
+  keyPrefix?: string | undefined;
   /** The simulation's time resolution, ms. */
   tickMs: number;
   seed: number;
@@ -84,6 +91,7 @@ export function quotaSettings(cfg: ScaleConfig): GatewayConfig['quotas'] {
     upstreams: [{ id: 'relay-a', url: 'http://127.0.0.1:1' }],
     quotas: {
       gateways: cfg.gatewaysSetting ?? cfg.gateways,
+      ...(cfg.keyPrefix ? { keyPrefix: cfg.keyPrefix } : {}),
       retryStoreAfterMs: cfg.retryStoreAfterMs,
       lease: { enabled: cfg.leases },
       tiers: { default: { write: { points: cfg.limit, windowSec: cfg.windowSec } } },

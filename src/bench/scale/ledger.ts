@@ -45,6 +45,7 @@ export class AdmissionLedger {
   windowStarted(key: string, start: number, end: number): void {
     const k = this.keys.get(key);
     if (k && start < k.cur.end) {
+      k.cur.start = Math.min(k.cur.start, start);
       k.cur.end = Math.max(k.cur.end, end);
       return;
     }

@@ -4,23 +4,21 @@
  * over- and under-admission per key and window against the bounds, Valkey commands per
  * primary, decision latency, points stranded in leases and the hot key's primary's load.
  */
-import type { Identity } from '../../quota/policy.js';
 import { Policy } from '../../quota/policy.js';
 import { QuotaDecider } from '../../quota/decider.js';
-import type { QuotaRequest } from '../../quota/decider.js';
 import type { LeaseEvent } from '../../quota/leases.js';
 import type { NodeMultipliers } from '../../quota/multipliers.js';
-import type { ClientKey } from '../../store/index.js';
 import { seededRandom } from '../../util/random.js';
 import { configOverBound, underBound, windowOverBound } from './bound.js';
 import type { ContractTerms } from './bound.js';
 import { VirtualClock } from './clock.js';
 import { hopOf, quotaSettings } from './config.js';
 import type { ScaleConfig } from './config.js';
-import { CountHistogram, addWindow, emptyAccuracy, meanMax } from './figures.js';
+import { addWindow, emptyAccuracy, meanMax } from './figures.js';
+import { DecisionRecorder, writeRequest } from './recorder.js';
 import type { AccuracyTally } from './figures.js';
 import { AdmissionLedger } from './ledger.js';
-import { HOT_KEY, gatewayOf, identityAt, identityKey, topShare, zipfRank } from './traffic.js';
+import { HOT_KEY, drawWrite, topShare, writesDue } from './traffic.js';
 import { ValkeyModel } from './valkey-model.js';
 import type { WriteTag } from './valkey-model.js';
 import { keySlot } from './slots.js';
@@ -67,6 +65,11 @@ const BOARD: NodeMultipliers = {
   get: () => ({ value: 1 }),
   onChange: () => undefined,
 };
+
+/** The traffic's random source: the same for a simulation and a real run of one seed. */
+export function trafficSeed(seed: number): number {
+  return seed * 7 + 3;
+}
 
 export async function simulateScale(cfg: ScaleConfig): Promise<ScaleResult> {
   const wallStart = performance.now();
@@ -134,63 +137,28 @@ export async function simulateScale(cfg: ScaleConfig): Promise<ScaleResult> {
     ),
   );
 
-  const random = seededRandom(cfg.seed * 7 + 3);
-  const latency = new CountHistogram();
-  const outcomes: Record<string, number> = {};
-  let writes = 0;
-  let admitted = 0;
+  const random = seededRandom(trafficSeed(cfg.seed));
+  const recorder = new DecisionRecorder(ledger, cfg.tickMs);
   const tickMs = cfg.tickMs;
   let carry = 0;
 
   const write = (client: string, holder: number) => {
-    const identity = {
-      source: 'ip',
-      value: `ip:${client}`,
-      raw: client,
-      tier: 'default',
-      key: client as ClientKey,
-    } as Identity;
-    const req: QuotaRequest = { identity, ip: client, cls: 'write', cost: 1, nodeId: NODE };
     const t0 = clock.now();
     const tag: WriteTag = {};
     model.tag = tag;
-    const pending = deciders[holder]!.decide(req);
+    const pending = deciders[holder]!.decide(writeRequest(client, NODE));
     model.tag = undefined;
-    writes++;
-    void pending.then((d) => {
-      const now = clock.now();
-      latency.add(Math.round((now - t0) * 1000) / 1000);
-      const outcome = d?.outcome ?? 'free';
-      outcomes[outcome] = (outcomes[outcome] ?? 0) + 1;
-      if (d?.admitted) {
-        admitted++;
-        ledger.admit(client, tag.evalAt ?? now, 1, d.outcome === 'insured');
-      } else {
-        ledger.refuse(client, now, 1);
-      }
-    });
+    void pending.then((d) => recorder.record(client, d, t0, clock.now(), tag.evalAt));
   };
 
   const arrive = () => {
     const t = clock.now();
     if (t >= START_MS + durationMs) return;
-    carry += (cfg.writesPerSec * tickMs) / 1000;
-    const n = Math.floor(carry);
-    carry -= n;
-    const tRel = t - START_MS;
+    const [n, rest] = writesDue(carry, cfg.writesPerSec, tickMs);
+    carry = rest;
     for (let i = 0; i < n; i++) {
-      const worker = cfg.workers > 1 ? Math.floor(random() * cfg.workers) : 0;
-      if (random() < cfg.hotShare) {
-        write(HOT_KEY, Math.floor(random() * cfg.gateways) * cfg.workers + worker);
-        continue;
-      }
-      const id = identityAt(
-        zipfRank(random(), cfg.identities, cfg.zipf),
-        cfg.identities,
-        tRel,
-        cfg.churnPerSec,
-      );
-      write(identityKey(id), gatewayOf(id, cfg.gateways) * cfg.workers + worker);
+      const w = drawWrite(random, cfg, t - START_MS);
+      write(w.client, w.holder);
     }
     clock.at(t + tickMs, arrive);
   };
@@ -201,7 +169,7 @@ export async function simulateScale(cfg: ScaleConfig): Promise<ScaleResult> {
   const stranded = meanMax([...held]);
   // Let what is in flight settle (no new writes) before the tallies close.
   await clock.runUntil(endMs + cfg.timeoutMs + 50);
-  ledger.finish(endMs);
+  ledger.finish(cfg.judgeOpenWindows ? Infinity : endMs);
 
   const perShard = model.commandsPerShard();
   const commands = perShard.reduce((a, b) => a + b, 0);
@@ -216,8 +184,8 @@ export async function simulateScale(cfg: ScaleConfig): Promise<ScaleResult> {
     wallSec: (performance.now() - wallStart) / 1000,
     cpuSec: cpuSecondsSince(cpuStart),
     events: clock.ran,
-    writes,
-    admitted,
+    writes: recorder.writes,
+    admitted: recorder.admitted,
     accuracy: {
       ...accuracy,
       configOverBound: configOverBound(
@@ -241,13 +209,8 @@ export async function simulateScale(cfg: ScaleConfig): Promise<ScaleResult> {
       timeouts: model.timeouts,
       lostPoints: model.lostPoints,
     },
-    latencyMs: {
-      p50: latency.quantile(0.5),
-      p99: latency.quantile(0.99),
-      p999: latency.quantile(0.999),
-      max: latency.quantile(1),
-    },
-    outcomes,
+    latencyMs: recorder.latencyFigures(),
+    outcomes: recorder.outcomes,
     strandedPerGateway: { ...stranded, total: [...held].reduce((a, b) => a + b, 0) },
   };
 }

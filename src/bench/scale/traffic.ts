@@ -60,3 +60,40 @@ export function identityKey(identity: number): string {
 
 export const HOT_IDENTITY = -1;
 export const HOT_KEY = '{hot}';
+
+/** What the traffic shape needs of a configuration. */
+export interface TrafficShape {
+  gateways: number;
+  workers: number;
+  identities: number;
+  zipf: number;
+  hotShare: number;
+  churnPerSec: number;
+}
+
+/** One write: the client's key part and the gateway process (gateway x workers + worker) it goes through. */
+export interface DrawnWrite {
+  client: string;
+  holder: number;
+}
+
+/**
+ * The next write at `tRelMs` into the run, from `random`: the simulation and the real
+ * validation run draw the same sequence from the same seed.
+ */
+export function drawWrite(random: () => number, s: TrafficShape, tRelMs: number): DrawnWrite {
+  const worker = s.workers > 1 ? Math.floor(random() * s.workers) : 0;
+  if (random() < s.hotShare) {
+    return { client: HOT_KEY, holder: Math.floor(random() * s.gateways) * s.workers + worker };
+  }
+  const rank = zipfRank(random(), s.identities, s.zipf);
+  const id = identityAt(rank, s.identities, tRelMs, s.churnPerSec);
+  return { client: identityKey(id), holder: gatewayOf(id, s.gateways) * s.workers + worker };
+}
+
+/** Writes due in a tick of `tickMs` at `perSec`, with the fraction carried to the next tick. */
+export function writesDue(carry: number, perSec: number, tickMs: number): [number, number] {
+  const due = carry + (perSec * tickMs) / 1000;
+  const n = Math.floor(due);
+  return [n, due - n];
+}
