@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { configOverBound, insuredCap, windowOverBound } from '../../../src/bench/scale/bound.js';
+import { relativeDiffPct } from '../../../src/bench/scale/compare.js';
 import { VirtualClock } from '../../../src/bench/scale/clock.js';
 import { DEFAULT_SCALE } from '../../../src/bench/scale/config.js';
 import type { ScaleConfig } from '../../../src/bench/scale/config.js';
@@ -13,7 +14,13 @@ import { CountHistogram, overOf, underOf } from '../../../src/bench/scale/figure
 import { AdmissionLedger } from '../../../src/bench/scale/ledger.js';
 import { crc16, keySlot } from '../../../src/bench/scale/slots.js';
 import { simulateScale } from '../../../src/bench/scale/simulation.js';
-import { identityAt, topShare, zipfRank } from '../../../src/bench/scale/traffic.js';
+import {
+  drawWrite,
+  identityAt,
+  topShare,
+  writesDue,
+  zipfRank,
+} from '../../../src/bench/scale/traffic.js';
 import { LeaseBook } from '../../../src/quota/leases.js';
 import { underAdmissionBound } from '../../../src/quota/limits.js';
 import { seededRandom } from '../../../src/util/random.js';
@@ -171,5 +178,31 @@ describe('scale maths', () => {
     for (const v of [1, 2, 3, 4, 100]) h.add(v);
     assert.equal(h.quantile(0.5), 3);
     assert.equal(h.quantile(0.99), 100);
+  });
+
+  it('draws one traffic from one seed, for the simulation and the real run alike', () => {
+    const shape = { ...DEFAULT_SCALE, gateways: 4, hotShare: 0.5 };
+    const a = seededRandom(9);
+    const b = seededRandom(9);
+    const drawsA = Array.from({ length: 50 }, () => drawWrite(a, shape, 0));
+    assert.deepEqual(
+      drawsA,
+      Array.from({ length: 50 }, () => drawWrite(b, shape, 0)),
+    );
+    assert.ok(drawsA.every((w) => w.holder >= 0 && w.holder < 4));
+    let carry = 0;
+    let n = 0;
+    for (let i = 0; i < 1000; i++) {
+      const [due, rest] = writesDue(carry, 2500, 0.1);
+      n += due;
+      carry = rest;
+    }
+    assert.equal(n, 250);
+  });
+
+  it('compares figures as a share of the real one', () => {
+    assert.equal(relativeDiffPct(0, 0), 0);
+    assert.equal(relativeDiffPct(110, 100), 10);
+    assert.equal(relativeDiffPct(1, 0), Infinity);
   });
 });
