@@ -120,3 +120,24 @@ export function meanMax(values: readonly number[]): { mean: number; max: number 
   }
   return { mean: sum / values.length, max };
 }
+
+/** One window over its limit, for the result file's list of the worst. */
+export interface OverWindow {
+  key: string;
+  /** Milliseconds into the run the window started, and its length. */
+  startMs: number;
+  spanMs: number;
+  admitted: number;
+  over: number;
+  bound: number;
+  lost: number;
+  insured: number;
+}
+
+/** Keep the `n` windows most over their limit (worst first). */
+export function keepWorst(list: OverWindow[], w: OverWindow, n: number): void {
+  if (list.length >= n && w.over <= list[list.length - 1]!.over) return;
+  list.push(w);
+  list.sort((a, b) => b.over - a.over);
+  if (list.length > n) list.pop();
+}

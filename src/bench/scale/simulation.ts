@@ -14,9 +14,9 @@ import type { ContractTerms } from './bound.js';
 import { VirtualClock } from './clock.js';
 import { hopOf, quotaSettings } from './config.js';
 import type { ScaleConfig } from './config.js';
-import { addWindow, emptyAccuracy, meanMax } from './figures.js';
+import { addWindow, emptyAccuracy, keepWorst, meanMax, overOf } from './figures.js';
 import { DecisionRecorder, writeRequest } from './recorder.js';
-import type { AccuracyTally } from './figures.js';
+import type { AccuracyTally, OverWindow } from './figures.js';
 import { AdmissionLedger } from './ledger.js';
 import { HOT_KEY, drawWrite, topShare, writesDue } from './traffic.js';
 import { ValkeyModel } from './valkey-model.js';
@@ -26,6 +26,8 @@ import { keySlot } from './slots.js';
 /** Virtual epoch of the run: small, so that a tick of 0.05 ms stays exact in a double. */
 const START_MS = 1_000_000;
 const NODE = 'relay-a';
+/** Windows most over their limit kept in the result, per run. */
+const WORST_KEPT = 10;
 
 export interface ScaleResult {
   config: ScaleConfig;
@@ -43,6 +45,8 @@ export interface ScaleResult {
     underPct: number;
     refusedWithoutWindow: number;
     unplaced: number;
+    /** The windows most over their limit: key, when, admitted, over, their bound. */
+    worst: OverWindow[];
   };
   valkey: {
     commands: number;
@@ -84,9 +88,16 @@ export async function simulateScale(cfg: ScaleConfig): Promise<ScaleResult> {
   };
   const accuracy = emptyAccuracy();
   const uBound = underBound(terms);
-  const ledger = new AdmissionLedger(windowMs, (_key, w, complete) => {
+  const worst: OverWindow[] = [];
+  const ledger = new AdmissionLedger(windowMs, (key, w, complete) => {
     const bound = windowOverBound(terms, w.lost, w.insured > 0, w.end - w.start, windowMs);
     addWindow(accuracy, w, complete, cfg.limit, bound, uBound);
+    const over = overOf(w, cfg.limit);
+    if (over > 0) {
+      const { admitted, lost, insured } = w;
+      const at = { startMs: w.start - START_MS, spanMs: w.end - w.start };
+      keepWorst(worst, { key, ...at, admitted, over, bound, lost, insured }, WORST_KEPT);
+    }
   });
   const hotShardIx = Math.floor((keySlot(HOT_KEY) * cfg.primaries) / 16384);
   const durationMs = cfg.durationSec * 1000;
@@ -197,6 +208,7 @@ export async function simulateScale(cfg: ScaleConfig): Promise<ScaleResult> {
       underPct: accuracy.admissible > 0 ? (100 * accuracy.underPoints) / accuracy.admissible : 0,
       refusedWithoutWindow: ledger.refusedWithoutWindow,
       unplaced: ledger.unplaced,
+      worst,
     },
     valkey: {
       commands,

@@ -59,6 +59,9 @@ describe('scale simulation', { timeout: 120_000 }, () => {
       assert.ok(r.accuracy.overPoints > 0, `leases ${leases}: the lost points were granted again`);
       assert.equal(r.accuracy.overBoundBroken, 0, 'every window within its own bound');
       assert.ok(r.accuracy.maxOver <= r.accuracy.configOverBound, 'within the settings bound');
+      const worst = r.accuracy.worst[0]!;
+      assert.equal(worst.over, r.accuracy.maxOver, 'the worst window is listed');
+      assert.ok(worst.over <= worst.bound);
     }
   });
 
