@@ -65,6 +65,12 @@ describe('scale simulation', { timeout: 120_000 }, () => {
     }
   });
 
+  it('holds gateways x workers processes to the contract (each its own lease book)', async () => {
+    const r = await simulateScale({ ...SMALL, workers: 2, hotShare: 0.3, durationSec: 1.5 });
+    assert.equal(r.accuracy.overPoints, 0);
+    assert.ok(r.accuracy.underBound > 0 && r.accuracy.maxUnder <= r.accuracy.underBound);
+  });
+
   it('a slot migration under load admits nothing over, at the price of redirects', async () => {
     const r = await simulateScale({ ...SMALL, leases: false, migration: true, migrationMs: 200 });
     assert.ok(r.valkey.redirects > 0, 'ASK and MOVED were answered');
