@@ -17,6 +17,7 @@ interface ScaleFlags {
   windowSec: number;
   leases: boolean;
   failover?: boolean;
+  pauseOnly?: boolean;
   migration?: boolean;
   lostMs: number;
   pauseMs: number;
@@ -78,6 +79,11 @@ export function registerScaleBench(bench: Command): void {
       positiveInt,
       100,
     )
+    .option(
+      '--pause-only',
+      'with --failover: a CLIENT PAUSE of the primary instead (commands wait, nothing lost; ' +
+        'what --validate can do for real)',
+    )
     .option('--migration', "migrate the hot key's slot to the next primary from half way in")
     .option('--hot-share <x>', 'share of writes to the hot key (every gateway)', share, 0.02)
     .option('--zipf <s>', 'Zipf exponent of identity popularity', positiveNumber, 1)
@@ -119,6 +125,7 @@ export function registerScaleBench(bench: Command): void {
         leases: flags.leases,
         failover: flags.failover ?? false,
         failoverPauseMs: flags.pauseMs,
+        pauseOnly: flags.pauseOnly,
         failoverLostMs: flags.lostMs,
         migration: flags.migration ?? false,
         hotShare: flags.hotShare,

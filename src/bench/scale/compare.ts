@@ -33,6 +33,7 @@ export function compareRuns(sim: ScaleResult, real: RealScaleResult): FigurePair
   return [
     pair('writes', sim.writes, real.writes),
     pair('admitted', sim.admitted, real.admitted),
+    pair('insured decisions', sim.outcomes.insured ?? 0, real.outcomes.insured ?? 0),
     pair('over-admitted points', sim.accuracy.overPoints, real.accuracy.overPoints),
     pair('under-admitted points', sim.accuracy.underPoints, real.accuracy.underPoints),
     pair('under-admission %', sim.accuracy.underPct, real.accuracy.underPct),

@@ -27,6 +27,8 @@ export interface ScaleConfig {
   /** Fail the hot key's primary a third of the way in. */
   failover: boolean;
   failoverPauseMs: number;
+  /** A CLIENT PAUSE of that primary instead (commands wait, nothing is lost). */
+  pauseOnly?: boolean | undefined;
   /** Writes of this last stretch before the failover never reached the replica. */
   failoverLostMs: number;
   /** Migrate the hot key's slot to another primary, from half way in. */

@@ -21,8 +21,9 @@ import { quotaSettings } from './config.js';
 import type { ScaleConfig } from './config.js';
 import { AdmissionLedger } from './ledger.js';
 import { DecisionRecorder, writeRequest } from './recorder.js';
-import { trafficSeed } from './simulation.js';
-import { drawWrite, writesDue } from './traffic.js';
+import { faultAt, trafficSeed } from './simulation.js';
+import { keySlot } from './slots.js';
+import { HOT_KEY, drawWrite, writesDue } from './traffic.js';
 import { underBound, windowOverBound } from './bound.js';
 
 const NODE = 'relay-a';
@@ -45,16 +46,40 @@ export interface RealScaleResult {
   strandedPerGateway: { mean: number; max: number };
 }
 
+interface Primary {
+  address: NodeAddress;
+  /** Slot ranges [first, last] it serves. */
+  ranges: [number, number][];
+}
+
 /** The primaries of a cluster, ordered by the first slot each serves. */
-async function primaries(seed: NodeAddress): Promise<NodeAddress[]> {
+async function primaries(seed: NodeAddress): Promise<Primary[]> {
   const conn = await openNodeConnection(seed);
   try {
     const views = parseClusterNodes(String(await conn.call('CLUSTER', 'NODES')));
     return views
       .filter((v) => v.role === 'primary' && v.slots.length > 0)
-      .map((v) => ({ port: v.port, first: Number(/^(\d+)/.exec(v.slots[0]!)?.[1] ?? 0) }))
-      .sort((a, b) => a.first - b.first)
-      .map((v) => ({ host: seed.host, port: v.port }));
+      .map((v) => ({
+        address: { host: seed.host, port: v.port },
+        ranges: v.slots.map((r): [number, number] => {
+          const [a, b] = r.split('-').map(Number);
+          return [a!, b ?? a!];
+        }),
+      }))
+      .sort((a, b) => a.ranges[0]![0] - b.ranges[0]![0]);
+  } finally {
+    conn.close();
+  }
+}
+
+/** Pause the clients of the primary serving the hot key (CLIENT PAUSE ALL). */
+async function pauseHotPrimary(shards: Primary[], ms: number): Promise<void> {
+  const slot = keySlot(HOT_KEY);
+  const owner = shards.find((p) => p.ranges.some(([a, b]) => slot >= a && slot <= b));
+  if (!owner) throw new Error(`no primary serves slot ${slot}`);
+  const conn = await openNodeConnection(owner.address);
+  try {
+    await conn.call('CLIENT', 'PAUSE', String(ms), 'ALL');
   } finally {
     conn.close();
   }
@@ -127,13 +152,18 @@ export async function runReal(
   );
   const recorder = new DecisionRecorder(ledger, 0.01);
   const seen = new Set<string>();
-  const before = await scriptCalls(shards);
+  const before = await scriptCalls(shards.map((p) => p.address));
   const random = seededRandom(trafficSeed(cfg.seed));
   const pending = new Set<Promise<void>>();
   const started = clock();
   const endAt = started + cfg.durationSec * 1000;
   let carry = 0;
   let last = started;
+  if (cfg.failover) {
+    if (!cfg.pauseOnly)
+      throw new RangeError('a real run pauses a primary (pauseOnly), never fails one');
+    setTimeout(() => void pauseHotPrimary(shards, cfg.failoverPauseMs), faultAt(cfg)).unref();
+  }
   await new Promise<void>((resolve) => {
     const timer = setInterval(() => {
       const now = clock();
@@ -163,7 +193,7 @@ export async function runReal(
   await Promise.allSettled([...pending]);
   const wallSec = (clock() - started) / 1000;
   const stranded = meanMax([...held]);
-  const after = await scriptCalls(shards);
+  const after = await scriptCalls(shards.map((p) => p.address));
   for (const d of deciders) await d.close();
   for (const s of stores) await s.close();
   ledger.finish(Infinity);

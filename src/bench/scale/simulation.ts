@@ -21,7 +21,7 @@ import { AdmissionLedger } from './ledger.js';
 import { HOT_KEY, drawWrite, topShare, writesDue } from './traffic.js';
 import { ValkeyModel } from './valkey-model.js';
 import type { WriteTag } from './valkey-model.js';
-import { keySlot } from './slots.js';
+import { evenSlotOwners, keySlot } from './slots.js';
 
 /** Virtual epoch of the run: small, so that a tick of 0.05 ms stays exact in a double. */
 const START_MS = 1_000_000;
@@ -75,6 +75,11 @@ export function trafficSeed(seed: number): number {
   return seed * 7 + 3;
 }
 
+/** When the failover (or pause) starts: a third of the way in. */
+export function faultAt(cfg: ScaleConfig): number {
+  return (cfg.durationSec * 1000) / 3;
+}
+
 export async function simulateScale(cfg: ScaleConfig): Promise<ScaleResult> {
   const wallStart = performance.now();
   const cpuStart = process.cpuUsage();
@@ -99,7 +104,7 @@ export async function simulateScale(cfg: ScaleConfig): Promise<ScaleResult> {
       keepWorst(worst, { key, ...at, admitted, over, bound, lost, insured }, WORST_KEPT);
     }
   });
-  const hotShardIx = Math.floor((keySlot(HOT_KEY) * cfg.primaries) / 16384);
+  const hotShardIx = evenSlotOwners(cfg.primaries)[keySlot(HOT_KEY)]!;
   const durationMs = cfg.durationSec * 1000;
   const model = new ValkeyModel(
     clock,
@@ -111,9 +116,10 @@ export async function simulateScale(cfg: ScaleConfig): Promise<ScaleResult> {
       failover: cfg.failover
         ? {
             shard: hotShardIx,
-            atMs: START_MS + durationMs / 3,
+            atMs: START_MS + faultAt(cfg),
             pauseMs: cfg.failoverPauseMs,
-            lostMs: cfg.failoverLostMs,
+            lostMs: cfg.pauseOnly ? 0 : cfg.failoverLostMs,
+            clientPause: cfg.pauseOnly,
           }
         : undefined,
       migration: cfg.migration
@@ -201,7 +207,9 @@ export async function simulateScale(cfg: ScaleConfig): Promise<ScaleResult> {
       ...accuracy,
       configOverBound: configOverBound(
         terms,
-        cfg.failover ? { lostMs: cfg.failoverLostMs, ratePerSec: topRate } : undefined,
+        cfg.failover && !cfg.pauseOnly
+          ? { lostMs: cfg.failoverLostMs, ratePerSec: topRate }
+          : undefined,
         cfg.failover,
       ),
       underBound: uBound,

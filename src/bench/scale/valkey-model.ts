@@ -28,6 +28,11 @@ export interface FailoverSpec {
   pauseMs: number;
   /** The replica had not received the writes of this last stretch: they are lost. */
   lostMs: number;
+  /**
+   * Not a failover but a CLIENT PAUSE of the primary: commands wait for its end and then
+   * run (the client may have timed out), nothing is lost, no slot map changes.
+   */
+  clientPause?: boolean | undefined;
 }
 
 export interface MigrationSpec {
@@ -253,7 +258,8 @@ export class ValkeyModel {
       }
     }
     this.journal = [];
-    this.shards[f.shard]!.busyUntil = f.atMs + f.pauseMs;
+    const shard = this.shards[f.shard]!;
+    shard.busyUntil = Math.max(shard.busyUntil, f.atMs + f.pauseMs);
   }
 
   private finishMigration(m: MigrationSpec): void {
@@ -298,7 +304,8 @@ export class ValkeyModel {
           const t = this.clock.now();
           const shard = this.shards[shardIx]!;
           const f = this.opts.failover;
-          if (f && shardIx === f.shard && t >= f.atMs && t < f.atMs + f.pauseMs) return fail();
+          const paused = f && shardIx === f.shard && t >= f.atMs && t < f.atMs + f.pauseMs;
+          if (paused && !f.clientPause) return fail();
           const start = Math.max(t, shard.busyUntil);
           const done = start + serviceMs(this.svcMean, this.random()) * (asking ? 2 : 1);
           shard.busyUntil = done;
@@ -317,7 +324,9 @@ export class ValkeyModel {
             return visit(owner, false, done + this.hop());
           }
           // A reply the failing primary had not sent when it died is never sent.
-          if (f && shardIx === f.shard && start < f.atMs && done >= f.atMs) return fail();
+          if (f && !f.clientPause && shardIx === f.shard && start < f.atMs && done >= f.atMs) {
+            return fail();
+          }
           const value = run(start);
           const replyAt = done + this.hop();
           if (replyAt > deadline) return fail();
@@ -334,6 +343,7 @@ export class ValkeyModel {
       let extra = sentAt;
       if (
         f &&
+        !f.clientPause &&
         this.failedOver &&
         first === f.shard &&
         sentAt >= f.atMs + f.pauseMs &&
