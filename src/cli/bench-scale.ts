@@ -6,6 +6,7 @@ interface ScaleFlags {
   simulate?: boolean;
   validate?: string;
   client: string;
+  autoPipelining: boolean;
   matrix?: string;
   gateways: number;
   workers: number;
@@ -57,6 +58,7 @@ export function registerScaleBench(bench: Command): void {
         'deciders against the Valkey Cluster at this seed node, and compare the figures',
     )
     .option('--client <kind>', 'Valkey client of the real run', 'ioredis')
+    .option('--no-auto-pipelining', "the real run's clients send each command on its own")
     .option(
       '--matrix <sizes>',
       'run the documented table instead of one configuration: sizes 0,1,2 ' +
@@ -142,7 +144,7 @@ export function registerScaleBench(bench: Command): void {
         const { parseNodeAddress } = await import('../store/index.js');
         const { validateScale } = await import('../bench/scale/validate.js');
         const seed = parseNodeAddress(flags.validate);
-        await validateScale(base, seed, flags.client as never, flags.out);
+        await validateScale(base, seed, flags.client as never, flags.out, flags.autoPipelining);
         return;
       }
       const configs = flags.matrix ? matrixConfigs(base, sizesOf(flags.matrix)) : [base];

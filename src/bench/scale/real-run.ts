@@ -103,6 +103,7 @@ export async function runReal(
   cfg: ScaleConfig,
   seed: NodeAddress,
   client: ClientKind,
+  autoPipelining = true,
 ): Promise<RealScaleResult> {
   const windowMs = cfg.windowSec * 1000;
   const run = { ...cfg, keyPrefix: `sluice-scale-${Date.now()}`, judgeOpenWindows: true };
@@ -133,6 +134,7 @@ export async function runReal(
         mode: 'cluster',
         nodes: [seed],
         timeouts: { commandMs: cfg.timeoutMs },
+        autoPipelining,
         clientName: `sluice-scale-${h}`,
       }),
     );

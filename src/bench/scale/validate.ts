@@ -14,6 +14,7 @@ export async function validateScale(
   seed: NodeAddress,
   client: ClientKind,
   outDir: string | undefined,
+  autoPipelining = true,
 ): Promise<void> {
   if (base.durationSec * 1000 >= base.windowSec * 1000) {
     throw new RangeError(
@@ -24,7 +25,7 @@ export async function validateScale(
   const tables = [];
   for (const leases of [false, true]) {
     const cfg = { ...base, leases, hop: 'loopback' as const, judgeOpenWindows: true };
-    const real = await runReal(cfg, seed, client);
+    const real = await runReal(cfg, seed, client, autoPipelining);
     const sim = await simulateScale(cfg);
     const pairs = compareRuns(sim, real);
     runs.push({ leases, sim, real, pairs });
