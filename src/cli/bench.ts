@@ -7,6 +7,7 @@ import { registerClientsBench } from './bench-clients.js';
 import { registerFleetBench } from './bench-fleet.js';
 import { registerSpikeBench } from './bench-spike.js';
 import { registerStepBench } from './bench-step.js';
+import { registerScaleBench } from './bench-scale.js';
 import { registerOomBench, registerOomProbe } from './bench-oom.js';
 import { InvalidArgumentError } from 'commander';
 import { collect, positiveInt } from './flags.js';
@@ -24,6 +25,7 @@ export function registerBench(program: Command): void {
   registerFleetBench(bench);
   registerSpikeBench(bench);
   registerStepBench(bench);
+  registerScaleBench(bench);
   registerOomBench(bench);
   registerOomProbe(bench);
   bench
