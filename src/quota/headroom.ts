@@ -19,6 +19,13 @@ interface Known {
   until: number;
 }
 
+/**
+ * Points of writes judged on the hash and not charged yet, per key: concurrent writes read
+ * the headroom before any of their charges updates it, so each reserves its cost when it is
+ * judged (synchronously, before it awaits anything) and gives it up once its checks end.
+ */
+type Reserved = Map<ClientKey, number>;
+
 /** The part of a quota decision the hint keeps (null: the key was free). */
 export interface Learnt {
   outcome: string;
@@ -35,6 +42,7 @@ export function headroomMargin(limit: number): number {
 
 export class Headroom {
   private readonly known: LRUCache<ClientKey, Known>;
+  private readonly reserved: Reserved = new Map();
 
   constructor(
     max: number,
@@ -69,11 +77,35 @@ export class Headroom {
     const known = this.known.get(key);
     if (!known || this.now() >= known.until) return false;
     if (known.limit === Infinity) return true;
-    return known.remaining - cost >= headroomMargin(known.limit);
+    const held = this.reserved.get(key) ?? 0;
+    return known.remaining - held - cost >= headroomMargin(known.limit);
   }
 
-  /** Keys held now. */
+  /**
+   * `roomFor`, and when there is room, `cost` reserved at once (call `release` when the write's
+   * checks end, whatever they decided): N concurrent writes of one key can then be judged on
+   * the hash for at most its remaining points less the margin, together.
+   */
+  reserve(key: ClientKey, cost: number): boolean {
+    if (!this.roomFor(key, cost)) return false;
+    this.reserved.set(key, (this.reserved.get(key) ?? 0) + cost);
+    return true;
+  }
+
+  /** Give up a reservation (its charge, if any, is counted by now: see `learn`). */
+  release(key: ClientKey, cost: number): void {
+    const left = (this.reserved.get(key) ?? 0) - cost;
+    if (left > 0) this.reserved.set(key, left);
+    else this.reserved.delete(key);
+  }
+
+  /** Keys held now (reservations last only while writes are in their checks). */
   get size(): number {
     return this.known.size;
+  }
+
+  /** Keys with writes reserved now. */
+  get reservedKeys(): number {
+    return this.reserved.size;
   }
 }

@@ -88,14 +88,29 @@ export const heldOnConnection: WriteCheck = (w) => {
 /** Which path the write takes (see the module's comment): decided before anything is charged. */
 export const route: WriteCheck = (w) => {
   const { services, event } = w;
-  const onHash =
-    w.config.nostr.verify === 'auto' && services.headroom.roomFor(w.author.key, w.cost);
   if (w.mode !== 'off' && liftable(w)) w.path = 'lifted';
-  else if (w.mode === 'gateway' && !w.forged && onHash && (w.hashed || services.hashMatches(event)))
+  else if (
+    w.mode === 'gateway' &&
+    !w.forged &&
+    (w.hashed || services.hashMatches(event)) &&
+    onHash(w)
+  )
     w.path = 'hashed';
   else w.path = w.mode === 'gateway' ? 'verified' : w.mode;
   return undefined;
 };
+
+/**
+ * nostr.verify auto, and the author had room to spare at its last charge, counting what
+ * concurrent writes judged on the hash reserved: this one reserves its cost now, before it
+ * awaits anything (runWrite gives it up when the checks end).
+ */
+function onHash(w: WriteState): boolean {
+  if (w.config.nostr.verify !== 'auto') return false;
+  if (!w.services.headroom.reserve(w.author.key, w.cost)) return false;
+  w.reserved = w.cost;
+  return true;
+}
 
 /**
  * Whether the address may be spared: the pubkey is in a tier with chargeAddress false; the

@@ -50,9 +50,14 @@ export function senderIdentities(
 
 export async function runWrite(services: WriteServices, req: WriteRequest): Promise<WriteOutcome> {
   const w = writeState(services, req);
-  for (const check of WRITE_CHECKS) {
-    const outcome = await check(w);
-    if (outcome) return outcome;
+  try {
+    for (const check of WRITE_CHECKS) {
+      const outcome = await check(w);
+      if (outcome) return outcome;
+    }
+  } finally {
+    // The charge is counted (or given back) by now: what was reserved for it is not held.
+    if (w.reserved > 0) services.headroom.release(w.author.key, w.reserved);
   }
   services.forwarded(w.nodeId, w.bytes, w.cost);
   return { type: 'forward', plan: w.plan, ticket: ticketOf(w) };
@@ -72,6 +77,7 @@ function writeState(services: WriteServices, req: WriteRequest): WriteState {
     mode: req.session?.settings.author ?? authorMode(config),
     path: 'off',
     cost: 0,
+    reserved: 0,
     forged: false,
     hashed: false,
     sender,

@@ -70,6 +70,8 @@ export interface WriteState extends WriteRequest {
   sender: Identity;
   author: Identity;
   plan: ChargePlan;
+  /** Points reserved in the author's headroom while the checks run (the hashed path). */
+  reserved: number;
   /** The fee's refusal, when it was refused and the write may still be found forged. */
   feeRefused?: PlanRefusal;
 }

@@ -242,5 +242,43 @@ describe(
       }
       assert.equal(await paid(), 2);
     });
+
+    it('forgeries sent at once from many connections hold at most the remaining points less the margin', async () => {
+      const { under, decider, send, relay, paid, genuine, badSignature } = setUp();
+      const first = genuine(0);
+      await send(first);
+      await relay(['OK', first.id, true, '']);
+      assert.equal(await paid(), 1, 'known, 7 of 8 left');
+      // A slow store: every charge waits until all twelve forgeries have been judged.
+      let open!: () => void;
+      const gate = new Promise<void>((resolve) => (open = resolve));
+      const decide = decider.decide.bind(decider);
+      decider.decide = async (req) => {
+        await gate;
+        return decide(req);
+      };
+      const conns = Array.from({ length: 12 }, (_, i) => ({
+        ip: `198.51.100.${i + 1}`,
+        nodeId: NODE,
+        session: under.admission.newSession(),
+      }));
+      const pending = conns.map((c, i) =>
+        under.admission.frame(
+          c,
+          Buffer.from(JSON.stringify(['EVENT', badSignature(i + 1)])),
+          false,
+        ),
+      );
+      await new Promise((resolve) => setImmediate(resolve));
+      open();
+      const verdicts = await Promise.all(pending);
+      const held = verdicts.filter((v) => v.forward).length;
+      // 7 left, a margin of 2: at most 5 judged on the hash, together; the rest verified (refused).
+      assert.ok(held <= LIMIT - 1 - 2, `${held} forgeries held the victim's points at once`);
+      assert.ok(held > 0, 'the hashed path was taken');
+      decider.decide = decide;
+      const own = await send(genuine(99));
+      assert.equal(own.forward, true, "the victim's own next event is admitted");
+    });
   },
 );
