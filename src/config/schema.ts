@@ -696,9 +696,11 @@ export const GatewayConfigSchema = z
       .describe('On SIGTERM, time given to requests in flight before connections are cut'),
     workers: z
       .union([z.literal('auto'), positiveInt.max(64)])
-      .default('auto')
+      .default(1)
       .describe(
-        'Gateway processes behind the listening port: auto is one per core; with more than ' +
+        'Gateway processes behind the listening port (default 1: on a host whose cores the ' +
+          'relay shares, a second process costs more CPU per write for no more writes; see ' +
+          'docs/BENCHMARKS.md); auto is one per core, for a gateway host of its own; with more than ' +
           'one, a primary holds both listeners, hands all connections of a client address to ' +
           'one worker (per-address limits hold per gateway) and forwards admin requests',
       ),
