@@ -48,8 +48,8 @@ export class ChargePlan {
   readonly write: Taken[] = [];
   /** The node's budget decision, when the node charges one (under pressure). */
   node: QuotaDecision | null = null;
-  /** Every decision taken, by identity key: what each charge showed, refused or given back. */
-  readonly decisions = new Map<string, QuotaDecision | null>();
+  /** Every charge taken, in order: what each showed, refused or given back since. */
+  readonly taken: Taken[] = [];
   /**
    * The quota a client is shown (RateLimit headers): the first sender's that paid a fee, or,
    * when no sender was asked one (a lifted write), the write's first payer's.
@@ -64,6 +64,7 @@ export class ChargePlan {
 
   /** The senders pay for what the gateway is about to do: all of them, or none. */
   async payFee(senders: readonly Identity[]): Promise<PlanRefusal | undefined> {
+    if (senders.length === 0) return undefined;
     const taken = await this.takeAll(senders);
     this.show(taken, senders.length > 0);
     const refused = firstRefused(taken);
@@ -84,7 +85,10 @@ export class ChargePlan {
     payers: readonly Identity[],
     fee: readonly Identity[] = [],
   ): Promise<PlanRefusal | undefined> {
-    const [feeTaken, writeTaken] = await Promise.all([this.takeAll(fee), this.takeAll(payers)]);
+    const [feeTaken, writeTaken] =
+      fee.length === 0
+        ? [NONE, await this.takeAll(payers)]
+        : await Promise.all([this.takeAll(fee), this.takeAll(payers)]);
     this.show(feeTaken, fee.length > 0);
     this.show(writeTaken, false);
     const feeRefused = firstRefused(feeTaken);
@@ -140,23 +144,29 @@ export class ChargePlan {
     return { identity, ip, cls: 'write', cost, nodeId, policy };
   }
 
-  private takeAll(identities: readonly Identity[]): Promise<Taken[]> {
-    if (identities.length === 0) return Promise.resolve([]);
-    return Promise.all(
-      identities.map(async (identity) => {
-        const decision = await this.charger.take(this.request(identity));
-        this.decisions.set(identity.key, decision);
-        return { identity, decision };
-      }),
-    );
+  /** What an identity's charge in this plan showed (null: free, or not charged). */
+  decisionOf(identity: Identity): QuotaDecision | null {
+    return this.taken.find((t) => t.identity === identity)?.decision ?? null;
+  }
+
+  private async takeOne(identity: Identity): Promise<Taken> {
+    const taken = { identity, decision: await this.charger.take(this.request(identity)) };
+    this.taken.push(taken);
+    return taken;
+  }
+
+  private async takeAll(identities: readonly Identity[]): Promise<readonly Taken[]> {
+    if (identities.length === 0) return NONE;
+    if (identities.length === 1) return [await this.takeOne(identities[0]!)];
+    return Promise.all(identities.map((identity) => this.takeOne(identity)));
   }
 
   private async giveBackAll(taken: readonly Taken[]): Promise<void> {
-    await Promise.all(
-      taken.map((t) => this.charger.giveBack(this.request(t.identity), t.decision)),
-    );
+    for (const t of taken) await this.charger.giveBack(this.request(t.identity), t.decision);
   }
 }
+
+const NONE: readonly Taken[] = [];
 
 function firstRefused(taken: readonly Taken[]): Taken | undefined {
   return taken.find((t) => t.decision !== null && !t.decision.admitted);

@@ -133,28 +133,29 @@ function liftable(w: WriteState): boolean {
 }
 
 /** lifted: the signature first; a failure is counted, and paid by the senders after all. */
-export const liftedSignature: WriteCheck = async (w) => {
+export const liftedSignature: WriteCheck = (w) => {
   if (!on(w, 'lifted') || (!w.forged && w.services.verify(w.event))) return undefined;
   w.services.failedChecks.consume(w.ip, 1, FAILED_CHECKS_WINDOW_MS);
-  await w.plan.payFee(w.senders);
-  return invalid(w, 'event id or signature does not verify');
+  return w.plan.payFee(w.senders).then(() => invalid(w, 'event id or signature does not verify'));
 };
 
 /** hashed: a replay of what a relay accepted through this process, answered from memory. */
-export const acceptedHere: WriteCheck = async (w) => {
+export const acceptedHere: WriteCheck = (w) => {
   if (!on(w, 'hashed') || !w.services.seen.here(w.event.id)) return undefined;
-  const refused = await w.plan.payFee(w.senders);
-  return refused ? quotaRefusal(refused, w) : duplicate(w);
+  return w.plan
+    .payFee(w.senders)
+    .then((refused) => (refused ? quotaRefusal(refused, w) : duplicate(w)));
 };
 
 /** The senders pay before the gateway verifies (a forgery's refusal still says invalid). */
-export const senderFee: WriteCheck = async (w) => {
+export const senderFee: WriteCheck = (w) => {
   if (!on(w, 'verified', 'relay', 'off')) return undefined;
-  const refused = await w.plan.payFee(w.senders);
-  if (!refused) return undefined;
-  if (w.forged) w.feeRefused = refused;
-  else return quotaRefusal(refused, w);
-  return undefined;
+  return w.plan.payFee(w.senders).then((refused) => {
+    if (!refused) return undefined;
+    if (!w.forged) return quotaRefusal(refused, w);
+    w.feeRefused = refused;
+    return undefined;
+  });
 };
 
 /** An id that is not its content's hash; under relay, always hashed here (the OK proves it). */
@@ -171,9 +172,13 @@ export const idMatchesContent: WriteCheck = (w) => {
  * An author this process knows is over its limit, refused before its signature is checked:
  * nothing of its can be stored this window (a replay is still answered duplicate:).
  */
-export const knownOverLimit: WriteCheck = async (w) => {
+export const knownOverLimit: WriteCheck = (w) => {
   const relayMode = w.mode === 'relay' && on(w, 'relay', 'lifted');
   if (!relayMode && !on(w, 'verified')) return undefined;
+  return refusedFromMemory(w, relayMode);
+};
+
+async function refusedFromMemory(w: WriteState, relayMode: boolean) {
   const over = w.services.charger.knownOverLimit({
     identity: w.author,
     cls: 'write',
@@ -183,7 +188,7 @@ export const knownOverLimit: WriteCheck = async (w) => {
   if (!over) return undefined;
   if (!relayMode && (await w.services.seen.anywhere(w.event.id)) === true) return duplicate(w);
   return quotaRefusal({ by: 'author', decision: over }, w);
-};
+}
 
 /** verified (and off under nostr.verify always): the full NIP-01 check. */
 export const signature: WriteCheck = (w) => {
@@ -193,20 +198,25 @@ export const signature: WriteCheck = (w) => {
 };
 
 /** A replay of an event some gateway saw stored: answered here, its author spared. */
-export const replay: WriteCheck = async (w) => {
+export const replay: WriteCheck = (w) => {
   const lifted = on(w, 'lifted') && w.mode === 'gateway';
   if (!lifted && !on(w, 'verified')) return undefined;
+  return replayOf(w, lifted);
+};
+
+async function replayOf(w: WriteState, lifted: boolean): Promise<WriteOutcome | undefined> {
   if ((await w.services.seen.anywhere(w.event.id)) !== true) return undefined;
   // A lifted replay was not paid for yet: its senders pay now.
   const refused = lifted ? await w.plan.payFee(w.senders) : undefined;
   return refused ? quotaRefusal(refused, w) : duplicate(w);
-};
+}
 
 /** lifted: senders that are not the address (an AUTH pubkey) pay as ever. */
-export const liftedFee: WriteCheck = async (w) => {
+export const liftedFee: WriteCheck = (w) => {
   if (!on(w, 'lifted')) return undefined;
-  const refused = await w.plan.payFee(w.senders.filter((s) => s.source !== 'ip'));
-  return refused ? quotaRefusal(refused, w) : undefined;
+  return w.plan
+    .payFee(w.senders.filter((s) => s.source !== 'ip'))
+    .then((refused) => (refused ? quotaRefusal(refused, w) : undefined));
 };
 
 /** The write's own charges, all or none: see charge-plan.ts. */
@@ -219,7 +229,7 @@ export const writeCharges: WriteCheck = async (w) => {
   }
   const hashed = on(w, 'hashed');
   const refused = await plan.payWrite([author], hashed ? w.senders : []);
-  if (!on(w, 'lifted')) services.headroom.learn(author.key, plan.decisions.get(author.key) ?? null);
+  if (!on(w, 'lifted')) services.headroom.learn(author.key, plan.decisionOf(author));
   if (!refused) return undefined;
   if (hashed && refused.by === 'author') return unpaidOnHash(w, refused);
   return quotaRefusal(refused, w);

@@ -52,7 +52,9 @@ export async function runWrite(services: WriteServices, req: WriteRequest): Prom
   const w = writeState(services, req);
   try {
     for (const check of WRITE_CHECKS) {
-      const outcome = await check(w);
+      // Most checks pass most writes by synchronously: no promise, no turn, for those.
+      const result = check(w);
+      const outcome = result instanceof Promise ? await result : result;
       if (outcome) return outcome;
     }
   } finally {
@@ -63,18 +65,24 @@ export async function runWrite(services: WriteServices, req: WriteRequest): Prom
   return { type: 'forward', plan: w.plan, ticket: ticketOf(w) };
 }
 
+/** Built field by field, every field always set: one shape for every write (no spread). */
 function writeState(services: WriteServices, req: WriteRequest): WriteState {
   const config = services.config();
   const policy = services.policy.pin();
   const sender = senderIdentity(config, policy, req);
-  let author: Identity | undefined;
+  const mode = req.session?.settings.author ?? authorMode(config);
   return {
-    ...req,
+    event: req.event,
+    bytes: req.bytes,
+    ip: req.ip,
+    apiKey: req.apiKey,
+    nodeId: req.nodeId,
+    session: req.session,
     services,
     config,
     policy,
     nowSec: Math.floor(services.now() / 1000),
-    mode: req.session?.settings.author ?? authorMode(config),
+    mode,
     path: 'off',
     cost: 0,
     reserved: 0,
@@ -82,15 +90,11 @@ function writeState(services: WriteServices, req: WriteRequest): WriteState {
     hashed: false,
     sender,
     senders: senderIdentities(config, policy, sender, req.session?.authPubkey),
-    // Made when first read: with authors not charged (quotas off), never.
-    get author() {
-      return (author ??= pubkeyIdentity(
-        'pubkey',
-        req.event.pubkey,
-        policy,
-        config.identity.keySalt,
-      ));
-    },
+    // With authors not charged (quotas off) no check reads it: not made.
+    author:
+      mode === 'off'
+        ? sender
+        : pubkeyIdentity('pubkey', req.event.pubkey, policy, config.identity.keySalt),
     plan: new ChargePlan(services.charger, {
       ip: req.ip,
       nodeId: req.nodeId,
@@ -98,6 +102,7 @@ function writeState(services: WriteServices, req: WriteRequest): WriteState {
       budgetPayer: sender,
       policy,
     }),
+    feeRefused: undefined,
   };
 }
 

@@ -22,10 +22,10 @@ export interface WriteRequest {
   /** The size of the message it came in (a frame, a body): the cost's size part. */
   bytes: number;
   ip: string;
-  apiKey?: string;
+  apiKey?: string | undefined;
   nodeId: string;
   /** A WebSocket's protocol state (its AUTH pubkey, events awaited); none over HTTP. */
-  session?: NostrSession;
+  session?: NostrSession | undefined;
 }
 
 /** What the checks use: built once per gateway, read-only to them. */
@@ -68,12 +68,13 @@ export interface WriteState extends WriteRequest {
   /** The senders' identities (address or API key, an AUTH pubkey) and the first of them. */
   senders: Identity[];
   sender: Identity;
+  /** The event's author (under `off`, where no check reads it, the sender stands in). */
   author: Identity;
   plan: ChargePlan;
   /** Points reserved in the author's headroom while the checks run (the hashed path). */
   reserved: number;
   /** The fee's refusal, when it was refused and the write may still be found forged. */
-  feeRefused?: PlanRefusal;
+  feeRefused: PlanRefusal | undefined;
 }
 
 /** How a write ends. */
