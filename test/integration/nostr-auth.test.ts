@@ -12,6 +12,7 @@ import type { Event } from 'nostr-tools/pure';
 import { NostrClient, writesConsumed } from '../helpers/gateway.js';
 import { relayHas, signedEvent } from '../helpers/nostr-events.js';
 import { nostrSuite } from '../helpers/nostr-suite.js';
+import { rawRequest } from '../helpers/raw-http.js';
 
 const PUBLIC_URL = 'wss://relay.example.test';
 
@@ -151,6 +152,21 @@ describe('auth-required writes', { timeout: 90_000 }, () => {
     const late = signedEvent(1, 'after AUTH');
     assert.equal((await client.okFor(late.id, ['EVENT', late]))[2], true);
     assert.equal(await writesConsumed(suite.gw(), `auth:${getPublicKey(sk)}`), 1);
+  });
+
+  it('refuses an event POSTed over HTTP, which cannot authenticate: 403, nothing stored or charged', async () => {
+    const event = signedEvent(1, 'posted around AUTH');
+    const body = JSON.stringify(event);
+    const res = await rawRequest(
+      suite.gw().url,
+      `POST /events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+      '127.0.16.7',
+    );
+    assert.equal(res.status, 403);
+    assert.match(res.body, /auth-required: /);
+    assert.equal(await relayHas(suite.relay().url, event.id), false);
+    assert.equal(await writesConsumed(suite.gw(), 'ip:127.0.16.7'), 0, 'nothing charged');
   });
 });
 
