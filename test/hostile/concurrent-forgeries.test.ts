@@ -9,8 +9,11 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import type { Event } from 'nostr-tools/pure';
-import { NostrClient, admin, startGateway } from '../helpers/gateway.js';
+import { NostrClient, admin, request, startGateway, writesConsumed } from '../helpers/gateway.js';
 import type { GatewayUnderTest } from '../helpers/gateway.js';
+import { relayHas } from '../helpers/nostr-events.js';
+import { startRelay } from '../helpers/processes.js';
+import type { RelayProcess } from '../helpers/processes.js';
 import { RecordingUpstream } from '../helpers/recording-upstream.js';
 import { waitFor } from '../helpers/raw-socket.js';
 
@@ -93,3 +96,75 @@ describe('forgeries from many connections at once, the relay silent', { timeout:
     );
   });
 });
+
+/**
+ * The same attack over HTTP (issue 31 put POSTed events on the hash path): forgeries POSTed
+ * in a known author's name, concurrently, from many addresses, to a relay that verifies. The
+ * relay's `invalid:` refusal gives each back; the forgers' addresses pay; nothing is stored.
+ */
+describe(
+  "forgeries POSTed in a known author's name, the relay verifying",
+  { timeout: 90_000 },
+  () => {
+    let relay: RelayProcess;
+    let gw: GatewayUnderTest;
+
+    before(async () => {
+      relay = await startRelay({ nodeId: 'relay-a' });
+      gw = await startGateway('iovalkey', 'standalone', [{ id: 'relay-a', url: relay.url }], {
+        identity: { order: ['pubkey', 'ip'] },
+        quotas: {
+          keyPrefix: `postforged${Date.now().toString(36)}`,
+        // Without leases the author's headroom is the counter's own: forgeries go on the hash.
+        lease: { enabled: false },
+          tiers: { default: { write: { points: LIMIT, windowSec: 60 } } },
+        },
+      });
+    });
+
+    after(async () => {
+      await gw?.proc.stop();
+      await relay?.stop();
+    });
+
+    it('the author ends paying only for what it signed; each forger pays; none is stored', async () => {
+      const sk = generateSecretKey();
+      const pk = getPublicKey(sk);
+      const event = (content: string): Event =>
+        finalizeEvent(
+          { kind: 1, created_at: Math.floor(Date.now() / 1000), tags: [], content },
+          sk,
+        );
+      const post = (e: Event, from: string) =>
+        request(`${gw.url}/events`, { method: 'POST', body: JSON.stringify(e), from });
+      const mine = event('mine');
+      assert.equal((await post(mine, '127.0.14.1')).status, 200);
+      assert.equal(await writesConsumed(gw, `pk:${pk}`), 1);
+
+      const other = finalizeEvent(
+        { kind: 1, created_at: 1, tags: [], content: 'x' },
+        generateSecretKey(),
+      );
+      const forgeries = Array.from({ length: 8 }, (_, i) => ({
+        ...event(`forged ${i}`),
+        sig: other.sig,
+      }));
+      const answers = await Promise.all(forgeries.map((f, i) => post(f, `127.0.14.${i + 10}`)));
+      for (const a of answers) {
+        assert.equal(a.status, 400, a.body);
+        assert.match(a.body, /invalid/);
+      }
+      // Charged on the hash or verified first: either way the author is given back in the end.
+      await waitFor(
+        'the author given back',
+        async () => (await writesConsumed(gw, `pk:${pk}`)) === 1,
+      );
+      for (let i = 0; i < forgeries.length; i++) {
+        assert.equal(await writesConsumed(gw, `ip:127.0.14.${i + 10}`), 1, 'the forger paid');
+        assert.equal(await relayHas(relay.url, forgeries[i]!.id), false);
+      }
+      // The author's own next event goes in.
+      assert.equal((await post(event('mine again'), '127.0.14.1')).status, 200);
+    });
+  },
+);
