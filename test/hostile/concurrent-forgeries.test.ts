@@ -115,8 +115,8 @@ describe(
         identity: { order: ['pubkey', 'ip'] },
         quotas: {
           keyPrefix: `postforged${Date.now().toString(36)}`,
-        // Without leases the author's headroom is the counter's own: forgeries go on the hash.
-        lease: { enabled: false },
+          // Without leases the author's headroom is the counter's own: forgeries go on the hash.
+          lease: { enabled: false },
           tiers: { default: { write: { points: LIMIT, windowSec: 60 } } },
         },
       });
