@@ -4,12 +4,15 @@
 // frame judged (the default path, authors far from their limit charged on the hash), then
 // the relay's OK settled, over the real decider on the test suite's fake Valkey. For comparing
 // builds side by side: node scripts/bench-write-path.mjs [DIST] (default ./dist), alternating
-// two builds' dist folders in one session. Events are signed once into /tmp/sluice-write-path.json.
+// two builds' dist folders in one session. Events are signed once into /tmp/sluice-write-path.json;
+// with --long-tail, every event by a key of its own (a public relay's authors, each unknown).
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { finalizeEvent, generateSecretKey } from 'nostr-tools/pure';
 
-const root = resolve(process.argv[2] ?? 'dist');
+const args = process.argv.slice(2);
+const longTail = args.includes('--long-tail');
+const root = resolve(args.find((a) => !a.startsWith('--')) ?? 'dist');
 const EVENTS = 6000;
 const WARM = 1000;
 const { admissionUnderTest } = await import(`${root}/test/helpers/fake-admission-context.js`);
@@ -18,12 +21,12 @@ const { QuotaDecider } = await import(`${root}/src/quota/decider.js`);
 const { initSignatureVerifier } = await import(`${root}/src/nostr/frames.js`);
 await initSignatureVerifier();
 
-const file = '/tmp/sluice-write-path.json';
+const file = `/tmp/sluice-write-path${longTail ? '-long-tail' : ''}.json`;
 if (!existsSync(file)) {
-  const keys = Array.from({ length: 200 }, () => generateSecretKey());
+  const keys = Array.from({ length: longTail ? EVENTS : 200 }, () => generateSecretKey());
   const now = Math.floor(Date.now() / 1000);
   const events = Array.from({ length: EVENTS }, (_, i) =>
-    finalizeEvent({ kind: 1, created_at: now, tags: [], content: `note ${i}` }, keys[i % 200]),
+    finalizeEvent({ kind: 1, created_at: now, tags: [], content: `note ${i}` }, keys[i % keys.length]),
   );
   writeFileSync(file, JSON.stringify(events));
 }
@@ -63,10 +66,10 @@ async function pass(list) {
     }
   }
 }
-await pass(frames.slice(0, WARM)); // every author known, with room to spare
+await pass(frames.slice(0, WARM)); // every author known, with room to spare (long tail: none)
 const start = process.cpuUsage();
 await pass(frames.slice(WARM));
 const used = process.cpuUsage(start);
 console.log(
-  `${root}: ${((used.user + used.system) / (EVENTS - WARM)).toFixed(1)} µs CPU per EVENT`,
+  `${root}${longTail ? ' (long tail)' : ''}: ${((used.user + used.system) / (EVENTS - WARM)).toFixed(1)} µs CPU per EVENT`,
 );

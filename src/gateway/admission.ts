@@ -166,7 +166,7 @@ export class Admission {
       this.ctx.policy,
       this.ctx.config.identity.keySalt,
     );
-    return this.writes.headroom.roomFor(author.key, judged.cost);
+    return this.writes.headroom.mayReserve(author.key, judged.cost);
   }
 
   /** An EVENT through the write pipeline, its outcome as NIP-01 answers it. */

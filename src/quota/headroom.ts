@@ -1,8 +1,9 @@
 /**
  * What this process last learnt of each key's quota: the points it had left and till when.
  * The Nostr path reads it to decide whether an author's event needs its signature checked
- * before the author is charged (near the limit, or unknown) or only hashed (far from it):
- * never whether to admit, which stays the counter's decision. Pure and bounded.
+ * before the author is charged (near the limit) or only hashed (far from it, or unknown, one
+ * write at a time): never whether to admit, which stays the counter's decision. Pure and
+ * bounded.
  */
 import { LRUCache } from 'lru-cache';
 import type { ClientKey } from '../store/index.js';
@@ -74,22 +75,30 @@ export class Headroom {
    * margin (headroomMargin) to spare; false when unknown, its window over, or near its limit.
    */
   roomFor(key: ClientKey, cost: number): boolean {
-    const known = this.known.get(key);
-    if (!known || this.now() >= known.until) return false;
+    const known = this.fresh(key);
+    if (!known) return false;
     if (known.limit === Infinity) return true;
     const held = this.reserved.get(key) ?? 0;
     return known.remaining - held - cost >= headroomMargin(known.limit);
   }
 
   /**
-   * `roomFor`, and when there is room, `cost` reserved at once (call `release` when the write's
-   * checks end, whatever they decided): N concurrent writes of one key can then be judged on
-   * the hash for at most its remaining points less the margin, together.
+   * Whether a write of `cost` may be judged on the hash now, and if so `cost` reserved at once
+   * (call `release` when the write's checks end, whatever they decided). A key known in its
+   * window: when `roomFor` it, so N concurrent writes of the key take at most its remaining
+   * points less the margin, together. A key unknown here (never charged, or its window over):
+   * one write at a time, whose charge teaches the rest; most authors of a public relay write a
+   * few events an hour, so most are unknown on every gateway every time they write.
    */
   reserve(key: ClientKey, cost: number): boolean {
-    if (!this.roomFor(key, cost)) return false;
+    if (!this.mayReserve(key, cost)) return false;
     this.reserved.set(key, (this.reserved.get(key) ?? 0) + cost);
     return true;
+  }
+
+  /** Whether `reserve` would reserve now (it changes nothing). */
+  mayReserve(key: ClientKey, cost: number): boolean {
+    return this.fresh(key) === undefined ? !this.reserved.has(key) : this.roomFor(key, cost);
   }
 
   /** Give up a reservation (its charge, if any, is counted by now: see `learn`). */
@@ -97,6 +106,12 @@ export class Headroom {
     const left = (this.reserved.get(key) ?? 0) - cost;
     if (left > 0) this.reserved.set(key, left);
     else this.reserved.delete(key);
+  }
+
+  /** What was learnt of the key, if its window still runs. */
+  private fresh(key: ClientKey): Known | undefined {
+    const known = this.known.get(key);
+    return known && this.now() < known.until ? known : undefined;
   }
 
   /** Keys held now (reservations last only while writes are in their checks). */

@@ -6,8 +6,9 @@
  *
  * - lifted: its author's tier lifts the address (chargeAddress false): verified first, the
  *   address pays only for a forgery or a replay.
- * - hashed: its author had room to spare at its last charge: charged on the event's hash,
- *   with its senders in one turn; the relay verifies it (its refusal gives the charge back).
+ * - hashed: its author had room to spare at its last charge, or is unknown here (one write at
+ *   a time): charged on the event's hash, with its senders in one turn; the relay verifies it
+ *   (its refusal gives the charge back).
  * - verified: the signature is checked before its author is charged; a replay is answered.
  * - relay: (nostr.verify relay) its author is charged on the relay's answer.
  * - off: authors are not charged; the senders pay.
@@ -102,8 +103,9 @@ export const route: WriteCheck = (w) => {
 
 /**
  * nostr.verify auto, and the author had room to spare at its last charge, counting what
- * concurrent writes judged on the hash reserved: this one reserves its cost now, before it
- * awaits anything (runWrite gives it up when the checks end).
+ * concurrent writes judged on the hash reserved, or is unknown here with no other write on
+ * the hash (Headroom.reserve): this one reserves its cost now, before it awaits anything
+ * (runWrite gives it up when the checks end).
  */
 function onHash(w: WriteState): boolean {
   if (w.config.nostr.verify !== 'auto') return false;

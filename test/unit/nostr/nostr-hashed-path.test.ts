@@ -1,8 +1,9 @@
 /**
  * The default Nostr path (`verify: auto`, pubkey identity) in process: the real admission
  * step, session and quota decider, on the fake store. An author far from its limit is charged
- * on the event's hash alone and refunded when the relay does not store the event; near its
- * limit, or unknown, the gateway verifies before the author pays. An event with a good id
+ * on the event's hash alone and refunded when the relay does not store the event, and so is
+ * one unknown here (one write at a time); near its limit the gateway verifies before the
+ * author pays. An event with a good id
  * and a bad signature shows which path judged it: the hashed path forwards it, the verified
  * path refuses it.
  */
@@ -93,12 +94,14 @@ describe(
   'the hashed path: authors far from their limit pay on the hash',
   { timeout: 30_000 },
   () => {
-    it('an unknown author is verified first; with room, its next event is hashed only', async () => {
+    it('an unknown author is charged on its hash, one write at a time; the relay proves it', async () => {
       const { send, relay, paid, genuine, badSignature } = setUp();
-      const first = await send(badSignature(0));
-      assert.equal(first.forward, false, 'unknown: verified, refused');
-      assert.match(String(first.reply?.[3]), /^invalid: /);
-      assert.equal(await paid(), 0, 'the author paid nothing for it');
+      const forged = badSignature(0);
+      const first = await send(forged);
+      assert.equal(first.forward, true, 'unknown: forwarded on its hash');
+      assert.equal(await paid(), 1, 'charged before the relay saw it');
+      await relay(['OK', forged.id, false, 'invalid: bad signature']);
+      assert.equal(await paid(), 0, "the relay's invalid: gave it back");
       const ok = genuine(1);
       assert.equal((await send(ok)).forward, true);
       await relay(['OK', ok.id, true, '']);
@@ -223,24 +226,38 @@ describe(
     });
 
     it('only a verified event is claimed for every gateway; one charged on its hash is remembered here', async () => {
-      const { under, send, relayClaims, paid, genuine } = setUp();
-      const [verified, hashed] = [genuine(1), genuine(2)];
-      await send(verified); // unknown author: verified first
+      const { under, conn, send, relayClaims, paid, genuine } = setUp();
+      // 8 points, a margin of 2: the first six are charged on their hash, the seventh verified.
+      const hashed = Array.from({ length: 6 }, (_, n) => genuine(n));
+      for (const e of hashed) {
+        await send(e);
+        assert.deepEqual(await relayClaims(['OK', e.id, true, '']), ['claim shared=false']);
+      }
+      const verified = genuine(6);
+      await send(verified);
       assert.deepEqual(await relayClaims(['OK', verified.id, true, '']), ['claim shared=true']);
-      await send(hashed);
-      assert.deepEqual(await relayClaims(['OK', hashed.id, true, '']), ['claim shared=false']);
       // One claim in the store: the verified event's.
       assert.deepEqual(
         [...under.kv.keys.keys()],
         [`${under.config.quotas.keyPrefix}:seen:{${verified.id}}`],
       );
-      // A replay of either through this process is answered from memory, its author spared.
-      for (const e of [verified, hashed]) {
-        const again = await send(e);
+      // A replay of either through this process is answered from memory, its author spared
+      // (sent from another address: this one has spent its own quota on those seven).
+      const other: ConnectionFacts = {
+        ...conn,
+        ip: '203.0.113.31',
+        session: under.admission.newSession(),
+      };
+      for (const e of [verified, hashed[0]!]) {
+        const again = await under.admission.frame(
+          other,
+          Buffer.from(JSON.stringify(['EVENT', e])),
+          false,
+        );
         assert.equal(again.forward, false);
         assert.match(String(again.reply?.[3]), /^duplicate:/);
       }
-      assert.equal(await paid(), 2);
+      assert.equal(await paid(), 7);
     });
 
     it('forgeries sent at once from many connections hold at most the remaining points less the margin', async () => {
@@ -279,6 +296,39 @@ describe(
       decider.decide = decide;
       const own = await send(genuine(99));
       assert.equal(own.forward, true, "the victim's own next event is admitted");
+    });
+
+    it('forgeries sent at once in the name of an author unknown here: one is judged on the hash', async () => {
+      const { under, decider, send, paid, genuine, badSignature } = setUp();
+      let open!: () => void;
+      const gate = new Promise<void>((resolve) => (open = resolve));
+      const decide = decider.decide.bind(decider);
+      decider.decide = async (req) => {
+        await gate;
+        return decide(req);
+      };
+      const conns = Array.from({ length: 12 }, (_, i) => ({
+        ip: `198.51.100.${i + 1}`,
+        nodeId: NODE,
+        session: under.admission.newSession(),
+      }));
+      const pending = conns.map((c, i) =>
+        under.admission.frame(
+          c,
+          Buffer.from(JSON.stringify(['EVENT', badSignature(i + 1)])),
+          false,
+        ),
+      );
+      await new Promise((resolve) => setImmediate(resolve));
+      open();
+      const verdicts = await Promise.all(pending);
+      assert.equal(verdicts.filter((v) => v.forward).length, 1, "one held the victim's point");
+      for (const v of verdicts.filter((x) => !x.forward)) {
+        assert.match(String(v.reply?.[3]), /^invalid: /, 'the rest verified and refused');
+      }
+      assert.equal(await paid(), 1);
+      decider.decide = decide;
+      assert.equal((await send(genuine(99))).forward, true, "the victim's own event is admitted");
     });
   },
 );

@@ -33,6 +33,25 @@ describe('author headroom', { timeout: 10_000 }, () => {
     assert.equal(h.roomFor(KEY, 1), false, 'refused');
   });
 
+  it('an unknown key: one write at a time on the hash; a known one: its room less what is reserved', () => {
+    const clock = manualClock();
+    const h = new Headroom(10, clock.now);
+    assert.equal(h.reserve(KEY, 1), true, 'first sight');
+    assert.equal(h.reserve(KEY, 1), false, 'a second while the first is in its checks');
+    assert.equal(h.mayReserve(KEY, 1), false);
+    h.release(KEY, 1);
+    assert.equal(h.reserve(KEY, 1), true, 'the first done, uncharged: unknown still');
+    h.learn(KEY, allowed(12)); // 12 left, margin 5: 7 to reserve
+    h.release(KEY, 1);
+    const taken = Array.from({ length: 10 }, () => h.reserve(KEY, 1)).filter(Boolean).length;
+    assert.equal(taken, 7, 'concurrent writes of a known key: its remaining less the margin');
+    for (let i = 0; i < taken; i++) h.release(KEY, 1);
+    assert.equal(h.reservedKeys, 0);
+    clock.advance(60_000);
+    assert.equal(h.reserve(KEY, 1), true, 'its window over: unknown again, one at a time');
+    assert.equal(h.reserve(KEY, 1), false);
+  });
+
   it('forgets at the end of the window the numbers belong to', () => {
     const clock = manualClock();
     const h = new Headroom(10, clock.now);
