@@ -26,7 +26,10 @@ if (!existsSync(file)) {
   const keys = Array.from({ length: longTail ? EVENTS : 200 }, () => generateSecretKey());
   const now = Math.floor(Date.now() / 1000);
   const events = Array.from({ length: EVENTS }, (_, i) =>
-    finalizeEvent({ kind: 1, created_at: now, tags: [], content: `note ${i}` }, keys[i % keys.length]),
+    finalizeEvent(
+      { kind: 1, created_at: now, tags: [], content: `note ${i}` },
+      keys[i % keys.length],
+    ),
   );
   writeFileSync(file, JSON.stringify(events));
 }

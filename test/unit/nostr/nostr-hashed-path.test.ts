@@ -90,6 +90,37 @@ function setUp() {
   };
 }
 
+/**
+ * Twelve forgeries sent at once from twelve addresses while the store is slow (every charge
+ * waits until all twelve have been judged): their verdicts.
+ */
+async function forgeriesAtOnce(
+  under: ReturnType<typeof setUp>['under'],
+  decider: QuotaDecider,
+  badSignature: (n: number) => Event,
+) {
+  let open!: () => void;
+  const gate = new Promise<void>((resolve) => (open = resolve));
+  const decide = decider.decide.bind(decider);
+  decider.decide = async (req) => {
+    await gate;
+    return decide(req);
+  };
+  const conns = Array.from({ length: 12 }, (_, i) => ({
+    ip: `198.51.100.${i + 1}`,
+    nodeId: NODE,
+    session: under.admission.newSession(),
+  }));
+  const pending = conns.map((c, i) =>
+    under.admission.frame(c, Buffer.from(JSON.stringify(['EVENT', badSignature(i + 1)])), false),
+  );
+  await new Promise((resolve) => setImmediate(resolve));
+  open();
+  const verdicts = await Promise.all(pending);
+  decider.decide = decide;
+  return verdicts;
+}
+
 describe(
   'the hashed path: authors far from their limit pay on the hash',
   { timeout: 30_000 },
@@ -266,68 +297,23 @@ describe(
       await send(first);
       await relay(['OK', first.id, true, '']);
       assert.equal(await paid(), 1, 'known, 7 of 8 left');
-      // A slow store: every charge waits until all twelve forgeries have been judged.
-      let open!: () => void;
-      const gate = new Promise<void>((resolve) => (open = resolve));
-      const decide = decider.decide.bind(decider);
-      decider.decide = async (req) => {
-        await gate;
-        return decide(req);
-      };
-      const conns = Array.from({ length: 12 }, (_, i) => ({
-        ip: `198.51.100.${i + 1}`,
-        nodeId: NODE,
-        session: under.admission.newSession(),
-      }));
-      const pending = conns.map((c, i) =>
-        under.admission.frame(
-          c,
-          Buffer.from(JSON.stringify(['EVENT', badSignature(i + 1)])),
-          false,
-        ),
-      );
-      await new Promise((resolve) => setImmediate(resolve));
-      open();
-      const verdicts = await Promise.all(pending);
+      const verdicts = await forgeriesAtOnce(under, decider, badSignature);
       const held = verdicts.filter((v) => v.forward).length;
       // 7 left, a margin of 2: at most 5 judged on the hash, together; the rest verified (refused).
       assert.ok(held <= LIMIT - 1 - 2, `${held} forgeries held the victim's points at once`);
       assert.ok(held > 0, 'the hashed path was taken');
-      decider.decide = decide;
       const own = await send(genuine(99));
       assert.equal(own.forward, true, "the victim's own next event is admitted");
     });
 
     it('forgeries sent at once in the name of an author unknown here: one is judged on the hash', async () => {
       const { under, decider, send, paid, genuine, badSignature } = setUp();
-      let open!: () => void;
-      const gate = new Promise<void>((resolve) => (open = resolve));
-      const decide = decider.decide.bind(decider);
-      decider.decide = async (req) => {
-        await gate;
-        return decide(req);
-      };
-      const conns = Array.from({ length: 12 }, (_, i) => ({
-        ip: `198.51.100.${i + 1}`,
-        nodeId: NODE,
-        session: under.admission.newSession(),
-      }));
-      const pending = conns.map((c, i) =>
-        under.admission.frame(
-          c,
-          Buffer.from(JSON.stringify(['EVENT', badSignature(i + 1)])),
-          false,
-        ),
-      );
-      await new Promise((resolve) => setImmediate(resolve));
-      open();
-      const verdicts = await Promise.all(pending);
+      const verdicts = await forgeriesAtOnce(under, decider, badSignature);
       assert.equal(verdicts.filter((v) => v.forward).length, 1, "one held the victim's point");
       for (const v of verdicts.filter((x) => !x.forward)) {
         assert.match(String(v.reply?.[3]), /^invalid: /, 'the rest verified and refused');
       }
       assert.equal(await paid(), 1);
-      decider.decide = decide;
       assert.equal((await send(genuine(99))).forward, true, "the victim's own event is admitted");
     });
   },
