@@ -2,7 +2,7 @@
 import { InvalidArgumentError, Option } from 'commander';
 import { RELAY_IMPLS } from '../bench/run/config.js';
 import type { RelayImpl } from '../bench/run/config.js';
-import { CLIENT_KINDS, TOPOLOGIES } from '../store/options.js';
+import { CLIENT_KINDS, DEFAULT_CLIENT, TOPOLOGIES } from '../store/options.js';
 import type { ClientKind } from '../store/options.js';
 
 const UNITS: Record<string, number> = {
@@ -105,8 +105,8 @@ export function collect(value: string, previous: string[] = []): string[] {
   return [...previous, value];
 }
 
-/** `--valkey-client`, one of CLIENT_KINDS (valkey-glide unless the command says otherwise). */
-export function valkeyClientOption(help = 'Valkey client', fallback: ClientKind = 'valkey-glide') {
+/** `--valkey-client`, one of CLIENT_KINDS (DEFAULT_CLIENT unless the command says otherwise). */
+export function valkeyClientOption(help = 'Valkey client', fallback: ClientKind = DEFAULT_CLIENT) {
   return new Option('--valkey-client <name>', help).choices(CLIENT_KINDS).default(fallback);
 }
 

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { kindSpecProblem, overlappingRanges } from '../nostr/costs.js';
-import { CLIENT_KINDS, TOPOLOGIES } from '../store/options.js';
+import { CLIENT_KINDS, DEFAULT_CLIENT, TOPOLOGIES } from '../store/options.js';
 import { DEFAULT_KEY_SALT, isPlaceholderAdminToken } from './secrets.js';
 
 /*
@@ -282,7 +282,7 @@ export const GatewayConfigSchema = z
       .describe('The admin listener (operators and Prometheus only)'),
     valkey: z
       .strictObject({
-        client: z.enum(CLIENT_KINDS).default('valkey-glide').describe('The Valkey client library'),
+        client: z.enum(CLIENT_KINDS).default(DEFAULT_CLIENT).describe('The Valkey client library'),
         mode: z
           .enum(TOPOLOGIES)
           .default('standalone')

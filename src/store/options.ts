@@ -6,6 +6,14 @@ import { CLIENTS } from './clients/registry.js';
 /** The Valkey clients by name, in the report's order (the table: clients/registry.ts). */
 export type ClientKind = keyof typeof CLIENTS;
 export const CLIENT_KINDS = Object.keys(CLIENTS) as [ClientKind, ...ClientKind[]];
+/**
+ * The client a gateway (and every command) uses unless told: iovalkey, the least CPU a write
+ * on the measured paths (issue 32: gateway CPU an EVENT 0.60-0.73 of the relay's against
+ * valkey-glide's 0.77-0.94 on the long tail, both topologies; HTTP light 2,743 req/s against
+ * 2,274; docs/BENCHMARKS.md). glide's Rust core is a thread of the gateway's and a socket hop
+ * per command batch.
+ */
+export const DEFAULT_CLIENT: ClientKind = 'iovalkey';
 export const TOPOLOGIES = ['standalone', 'cluster'] as const;
 export type Topology = (typeof TOPOLOGIES)[number];
 

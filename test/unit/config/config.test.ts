@@ -17,11 +17,11 @@ const minimal =
   'admin:\n  token: 0123456789abcdef\nupstreams:\n  - id: relay-a\n    url: http://127.0.0.1:7001\n';
 
 describe('gateway configuration', { timeout: 30_000 }, () => {
-  it('fills defaults: loopback, glide on standalone, sticky routing, quotas that insure', () => {
+  it('fills defaults: loopback, iovalkey on standalone, sticky routing, quotas that insure', () => {
     const cfg = loadGatewayConfig({ file: file('min.yaml', minimal), env: {} });
     assert.equal(cfg.listen.host, '127.0.0.1');
     assert.equal(cfg.admin.host, '127.0.0.1');
-    assert.equal(cfg.valkey.client, 'valkey-glide');
+    assert.equal(cfg.valkey.client, 'iovalkey');
     assert.equal(cfg.routing, 'sticky');
     assert.equal(cfg.quotas.onStoreFailure, 'insure');
     assert.deepEqual(cfg.trustedProxies, []);
