@@ -88,7 +88,9 @@ type Script = keyof typeof SCRIPTS;
 /**
  * The scripts' command names, which ioredis / iovalkey send on their own, not auto-pipelined
  * (clients/io.ts): takes are sparse (most writes spend a held point), and a pipeline built
- * for one command costs more CPU than the write it saves, most in cluster.
+ * for one command costs more CPU than the write it saves, most in cluster. Where they are not
+ * (a public relay's long tail: a take an event), the takes of one event-loop turn still leave
+ * in one socket write (clients/io-writes.ts), each its own command under its own timeout.
  */
 export const LEASE_COMMANDS: readonly Script[] = ['sluiceLeaseTake', 'sluiceLeaseGiveBack'];
 

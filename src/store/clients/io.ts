@@ -2,6 +2,8 @@
  * What ioredis and iovalkey share (iovalkey is ioredis' fork): one driver for either, given
  * its classes. EVALSHA with EVAL when a script is not cached; auto-pipelining per tick.
  */
+import { coalesceClientWrites } from './io-writes.js';
+import type { IoClientLike } from './io-writes.js';
 import type { RateLimiterStoreAbstract } from 'rate-limiter-flexible';
 import { StoreConnectError, describeError, storeCall as wrap } from '../errors.js';
 import type { KeyValue } from '../kv.js';
@@ -83,6 +85,7 @@ export function ioDriver(lib: IoLibrary): ClientDriver {
           ? new StoreConnectError(`${err.message}${cause}`)
           : new StoreConnectError(`cannot connect ${target(opts)}: ${describeError(err)}${cause}`);
       }
+      if (opts.autoPipelining) coalesceClientWrites(client as unknown as IoClientLike);
       if (listener) {
         // A connection in subscriber mode runs no other command: this one only listens.
         client.on('message', (channel: string, message: string) => {
