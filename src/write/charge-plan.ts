@@ -9,8 +9,10 @@
  *   admitted it, the node's write budget. All or none: a refusal by any gives back what the
  *   others took. The relay's answer settles it (see ticket.ts): nothing stored gives it back.
  *
- * A refused charge keeps what its own counter counted (it is over its limit anyway), unless
- * `forgive` is asked: the refused write was not the identity's to pay (a forgery, a replay).
+ * A sender's refused charge keeps what its counter counted (it is over its limit anyway, and
+ * it did send the frame). A payer's refused charge is given back with the rest: a write is
+ * refused on the author's quota without proof the author sent it (a replay of its event, found
+ * unclaimed; a forgery on the hash), and an author's count is only what it was granted.
  */
 import type { QuotaDecision, QuotaRequest } from '../quota/decider.js';
 import type { Charger } from '../quota/charger.js';
@@ -26,7 +28,7 @@ export interface Taken {
 export interface PlanRefusal {
   by: 'sender' | 'author' | 'budget';
   decision: QuotaDecision;
-  /** The refused charge itself (its counter counted it): see `forgive`. */
+  /** A sender's refused charge itself (its counter counted it, and keeps it). */
   taken?: Taken;
 }
 
@@ -100,8 +102,8 @@ export class ChargePlan {
     this.fee.push(...feeTaken);
     const writeRefused = firstRefused(writeTaken);
     if (writeRefused) {
-      await this.giveBackAll(writeTaken.filter((t) => t !== writeRefused)); // refund: write-refused
-      return { by: 'author', decision: writeRefused.decision!, taken: writeRefused };
+      await this.giveBackAll(writeTaken); // refund: write-refused
+      return { by: 'author', decision: writeRefused.decision! };
     }
     this.write.push(...writeTaken);
     return this.payBudget();
@@ -121,11 +123,6 @@ export class ChargePlan {
   async release(): Promise<void> {
     const write = this.write.splice(0);
     await this.giveBackAll(write); // refund: release
-  }
-
-  /** A refused charge that was not the identity's to pay: what its counter counted goes back. */
-  async forgive(refusal: PlanRefusal): Promise<void> {
-    if (refusal.taken) await this.giveBackAll([refusal.taken]); // refund: forgiven
   }
 
   /** A charge made after the fact (the relay's answer proved it due): kept, never refused. */

@@ -238,16 +238,14 @@ export const writeCharges: WriteCheck = async (w) => {
 };
 
 /**
- * hashed, and its author refused: judged as a verified one would be before the refusal
- * stands. A forgery, or a replay of a stored event, was not its author's to pay.
+ * hashed, and its author refused (the charge given back: charge-plan.ts): judged as a
+ * verified one would be before the refusal stands. A forgery is refused invalid:, a replay of
+ * a stored event answered duplicate:.
  */
 async function unpaidOnHash(w: WriteState, refused: PlanRefusal): Promise<WriteOutcome> {
-  const forged = !w.services.verify(w.event);
-  if (!forged && (await w.services.seen.anywhere(w.event.id)) !== true) {
-    return quotaRefusal(refused, w);
-  }
-  await w.plan.forgive(refused);
-  return forged ? invalid(w, 'event id or signature does not verify') : duplicate(w);
+  if (!w.services.verify(w.event)) return invalid(w, 'event id or signature does not verify');
+  if ((await w.services.seen.anywhere(w.event.id)) === true) return duplicate(w);
+  return quotaRefusal(refused, w);
 }
 
 /** Every write goes through these, in this order. */
