@@ -144,6 +144,15 @@ describe('relay event validation', { timeout: 30_000 }, () => {
       assert.match(verdict.message, /^invalid: /);
     }
   });
+
+  it('skips only the signature when told not to verify (--no-verify-signatures)', () => {
+    const forged = { ...event({ content: 'forged' }), sig: event().sig };
+    const refused = checkEvent(forged, 1024);
+    assert.ok(!refused.ok && refused.reason === 'bad_signature');
+    assert.ok(checkEvent(forged, 1024, () => false, false).ok, 'stored without the check');
+    const edited = checkEvent({ ...event(), content: 'edited' }, 1024, () => false, false);
+    assert.ok(!edited.ok && edited.reason === 'bad_id', 'the id is still checked');
+  });
 });
 
 describe('relay data file', { timeout: 30_000 }, () => {
@@ -208,5 +217,18 @@ describe('relay options', { timeout: 30_000 }, () => {
     assert.match(toConfig(flags).dataDir, /relay[/\\]n1$/);
     assert.throws(() => toConfig({ ...flags, spikeEveryMs: 300 }), /together/);
     assert.throws(() => toConfig({ ...flags, spikeHoldMs: 3 }), /needs --spike-bytes/);
+  });
+
+  it('verify signatures unless --no-verify-signatures is given', () => {
+    const flags = {
+      host: '127.0.0.1',
+      port: 0,
+      nodeId: 'n1',
+      drainBytesPerSec: 1,
+      workIterations: 0,
+      maxEventBytes: 4096,
+    };
+    assert.equal(toConfig({ ...flags, verifySignatures: true }).verifySignatures, undefined);
+    assert.equal(toConfig({ ...flags, verifySignatures: false }).verifySignatures, false);
   });
 });
