@@ -1,0 +1,115 @@
+/**
+ * Attack (issue 32): replays of a victim's event, sent at once over raw sockets from many
+ * addresses, through a second gateway sharing the first's Valkey, where the victim is unknown.
+ * The victim wrote through the first gateway as an unknown author, so its event was charged on
+ * the hash and claimed nowhere in Valkey: on the second gateway one replay is charged on the
+ * hash, the others (while that one is in its checks) verified, found unclaimed and charged;
+ * each is forwarded, and the relay's `duplicate:` gives each charge back. The victim pays for
+ * its event once (Valkey's count, through the admin API), the relay holds it once, and each
+ * replaying address pays for what it sent.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
+import { request, startGateway, writesConsumed } from '../helpers/gateway.js';
+import type { GatewayUnderTest } from '../helpers/gateway.js';
+import { startRelay } from '../helpers/processes.js';
+import type { RelayProcess } from '../helpers/processes.js';
+import { RawNostr } from '../helpers/raw-nostr.js';
+import { waitFor } from '../helpers/raw-socket.js';
+
+const LIMIT = 10;
+/** Replayers, each on its own connection from its own loopback address. */
+const REPLAYERS = 8;
+
+describe(
+  'replays across two gateways, the author unknown on the second',
+  { timeout: 90_000 },
+  () => {
+    let relay: RelayProcess;
+    let first: GatewayUnderTest;
+    let second: GatewayUnderTest;
+    const sockets: RawNostr[] = [];
+
+    before(async () => {
+      relay = await startRelay({ nodeId: 'relay-a' });
+      const settings = {
+        identity: { order: ['pubkey', 'ip'] },
+        quotas: {
+          keyPrefix: `replayunknown${Date.now().toString(36)}`,
+          // Without leases Valkey's count is each client's whole charge, on both gateways.
+          lease: { enabled: false },
+          tiers: { default: { write: { points: LIMIT, windowSec: 60 } } },
+        },
+      };
+      const upstreams = [{ id: 'relay-a', url: relay.url }];
+      [first, second] = await Promise.all([
+        startGateway('iovalkey', 'standalone', upstreams, settings),
+        startGateway('iovalkey', 'standalone', upstreams, settings),
+      ]);
+    });
+
+    after(async () => {
+      for (const s of sockets) s.close();
+      await Promise.allSettled([first?.proc.stop(), second?.proc.stop()]);
+      await relay?.stop();
+    });
+
+    it('the author pays for its event once, the relay stores it once, each replayer pays', async () => {
+      const sk = generateSecretKey();
+      const pk = getPublicKey(sk);
+      const stolen = finalizeEvent(
+        { kind: 1, created_at: Math.floor(Date.now() / 1000), tags: [], content: 'mine' },
+        sk,
+      );
+      // Unknown on the first gateway too: charged on its hash, stored, claimed nowhere.
+      const victim = await RawNostr.open(first.url, '127.0.25.2');
+      sockets.push(victim);
+      victim.send(['EVENT', stolen]);
+      assert.deepEqual((await victim.okFor(stolen.id)).slice(0, 3), ['OK', stolen.id, true]);
+      assert.equal(await writesConsumed(first, `pk:${pk}`), 1);
+
+      const replayers = await Promise.all(
+        Array.from({ length: REPLAYERS }, (_, i) =>
+          RawNostr.open(second.url, `127.0.25.${i + 10}`),
+        ),
+      );
+      sockets.push(...replayers);
+      for (const r of replayers) r.send(['EVENT', stolen]);
+      for (const r of replayers) {
+        const ok = await r.okFor(stolen.id);
+        assert.equal(ok[2], true, `a replay is accepted as already held: ${JSON.stringify(ok)}`);
+        assert.match(String(ok[3]), /^duplicate:/);
+      }
+      // And again through the first gateway, which answers from memory.
+      const late = await RawNostr.open(first.url, '127.0.25.30');
+      sockets.push(late);
+      late.send(['EVENT', stolen]);
+      assert.match(String((await late.okFor(stolen.id))[3]), /^duplicate:/);
+
+      await waitFor(
+        'every replay given back to the author',
+        async () => (await writesConsumed(second, `pk:${pk}`)) === 1,
+        20_000,
+      );
+      assert.equal(await writesConsumed(first, `pk:${pk}`), 1, 'one count in the one Valkey');
+      for (let i = 0; i < REPLAYERS; i++) {
+        assert.equal(await writesConsumed(second, `ip:127.0.25.${i + 10}`), 1, 'the replayer paid');
+      }
+      assert.equal(await writesConsumed(first, 'ip:127.0.25.30'), 1, 'the replayer paid');
+      const stored = await request(`${relay.url}/events?ids=${stolen.id}`);
+      assert.equal((JSON.parse(stored.body) as unknown[]).length, 1, 'the relay holds it once');
+
+      // The rest of its quota is its own, through either gateway.
+      const next = finalizeEvent(
+        { kind: 1, created_at: Math.floor(Date.now() / 1000), tags: [], content: 'next' },
+        sk,
+      );
+      const own = await RawNostr.open(second.url, '127.0.25.3');
+      sockets.push(own);
+      own.send(['EVENT', next]);
+      assert.deepEqual((await own.okFor(next.id)).slice(0, 3), ['OK', next.id, true]);
+      assert.equal(await writesConsumed(second, `pk:${pk}`), 2);
+    });
+  },
+);
