@@ -11,11 +11,16 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import { request, startGateway, writesConsumed } from '../helpers/gateway.js';
 import type { GatewayUnderTest } from '../helpers/gateway.js';
-import { HoldingProxy } from '../helpers/holding-proxy.js';
-import { startRelay } from '../helpers/processes.js';
+import {
+  answered,
+  pubkeyQuotas,
+  sendFrom,
+  suiteRelayBehindProxy,
+  victimKeys,
+} from '../helpers/hash-path.js';
+import type { HoldingProxy } from '../helpers/holding-proxy.js';
 import type { RelayProcess } from '../helpers/processes.js';
 import { RawNostr } from '../helpers/raw-nostr.js';
 import { waitFor } from '../helpers/raw-socket.js';
@@ -28,25 +33,18 @@ describe(
   'replays across two gateways, the author unknown on the second',
   { timeout: 90_000 },
   () => {
+    const suite = suiteRelayBehindProxy();
+    const { sockets } = suite;
     let relay: RelayProcess;
-    let first: GatewayUnderTest;
-    let second: GatewayUnderTest;
     /** Between the second gateway and the relay: passes all until a test holds its frames. */
     let proxy: HoldingProxy;
-    const sockets: RawNostr[] = [];
+    let first: GatewayUnderTest;
+    let second: GatewayUnderTest;
 
     before(async () => {
-      relay = await startRelay({ nodeId: 'relay-a' });
-      const settings = {
-        identity: { order: ['pubkey', 'ip'] },
-        quotas: {
-          keyPrefix: `replayunknown${Date.now().toString(36)}`,
-          // Without leases Valkey's count is each client's whole charge, on both gateways.
-          lease: { enabled: false },
-          tiers: { default: { write: { points: LIMIT, windowSec: 60 } } },
-        },
-      };
-      proxy = await HoldingProxy.start(relay.url);
+      [relay, proxy] = [suite.relay(), suite.proxy()];
+      // Without leases Valkey's count is each client's whole charge, on both gateways.
+      const settings = pubkeyQuotas(`replayunknown${Date.now().toString(36)}`, LIMIT);
       [first, second] = await Promise.all([
         startGateway('iovalkey', 'standalone', [{ id: 'relay-a', url: relay.url }], settings),
         startGateway('iovalkey', 'standalone', [{ id: 'relay-a', url: proxy.url }], settings),
@@ -54,24 +52,21 @@ describe(
     });
 
     after(async () => {
-      for (const s of sockets) s.close();
       await Promise.allSettled([first?.proc.stop(), second?.proc.stop()]);
-      await proxy?.close();
-      await relay?.stop();
     });
 
+    /** A fresh victim's first event, through the first gateway (unknown there too). */
+    async function writtenThroughFirst(from: string) {
+      const victim = victimKeys();
+      const stolen = victim.event('mine');
+      const socket = await sendFrom(first, from, stolen, sockets);
+      // Charged on its hash, stored, claimed nowhere.
+      assert.deepEqual((await socket.okFor(stolen.id)).slice(0, 3), ['OK', stolen.id, true]);
+      return { ...victim, stolen };
+    }
+
     it('the author pays for its event once, the relay stores it once, each replayer pays', async () => {
-      const sk = generateSecretKey();
-      const pk = getPublicKey(sk);
-      const stolen = finalizeEvent(
-        { kind: 1, created_at: Math.floor(Date.now() / 1000), tags: [], content: 'mine' },
-        sk,
-      );
-      // Unknown on the first gateway too: charged on its hash, stored, claimed nowhere.
-      const victim = await RawNostr.open(first.url, '127.0.25.2');
-      sockets.push(victim);
-      victim.send(['EVENT', stolen]);
-      assert.deepEqual((await victim.okFor(stolen.id)).slice(0, 3), ['OK', stolen.id, true]);
+      const { pk, event, stolen } = await writtenThroughFirst('127.0.25.2');
       assert.equal(await writesConsumed(first, `pk:${pk}`), 1);
 
       const replayers = await Promise.all(
@@ -87,9 +82,7 @@ describe(
         assert.match(String(ok[3]), /^duplicate:/);
       }
       // And again through the first gateway, which answers from memory.
-      const late = await RawNostr.open(first.url, '127.0.25.30');
-      sockets.push(late);
-      late.send(['EVENT', stolen]);
+      const late = await sendFrom(first, '127.0.25.30', stolen, sockets);
       assert.match(String((await late.okFor(stolen.id))[3]), /^duplicate:/);
 
       await waitFor(
@@ -106,13 +99,8 @@ describe(
       assert.equal((JSON.parse(stored.body) as unknown[]).length, 1, 'the relay holds it once');
 
       // The rest of its quota is its own, through either gateway.
-      const next = finalizeEvent(
-        { kind: 1, created_at: Math.floor(Date.now() / 1000), tags: [], content: 'next' },
-        sk,
-      );
-      const own = await RawNostr.open(second.url, '127.0.25.3');
-      sockets.push(own);
-      own.send(['EVENT', next]);
+      const next = event('next');
+      const own = await sendFrom(second, '127.0.25.3', next, sockets);
       assert.deepEqual((await own.okFor(next.id)).slice(0, 3), ['OK', next.id, true]);
       assert.equal(await writesConsumed(second, `pk:${pk}`), 2);
     });
@@ -123,18 +111,7 @@ describe(
         todo: 'bug (fe3fc38): an event charged on its hash is claimed nowhere, so its replays through a gateway where its author is unknown are verified, found unclaimed and charged as new, up to the whole limit: against a slow relay they hold every point (the victim refused rate-limited: meanwhile), and those refused over the limit stay counted against the victim once the duplicate: answers give the rest back (it pays for replays it never sent)',
       },
       async () => {
-        const sk = generateSecretKey();
-        const pk = getPublicKey(sk);
-        const signed = (content: string) =>
-          finalizeEvent(
-            { kind: 1, created_at: Math.floor(Date.now() / 1000), tags: [], content },
-            sk,
-          );
-        const stolen = signed('mine');
-        const victim = await RawNostr.open(first.url, '127.0.26.2');
-        sockets.push(victim);
-        victim.send(['EVENT', stolen]);
-        assert.deepEqual((await victim.okFor(stolen.id)).slice(0, 3), ['OK', stolen.id, true]);
+        const { pk, event, stolen } = await writtenThroughFirst('127.0.26.2');
 
         proxy.hold();
         const replayers = await Promise.all(
@@ -144,8 +121,6 @@ describe(
         );
         sockets.push(...replayers);
         for (const r of replayers) r.send(['EVENT', stolen]);
-        const answered = (c: RawNostr, id: string) =>
-          c.received.some((m) => m[0] === 'OK' && m[1] === id);
         // Each replay is answered by the gateway, or forwarded and held at the proxy.
         await waitFor(
           'every replay answered here or forwarded',
@@ -157,10 +132,8 @@ describe(
         const forwarded = proxy.heldConnections;
         const held = (await writesConsumed(second, `pk:${pk}`)) - 1;
         // The victim's own new event through the second gateway meanwhile.
-        const own = await RawNostr.open(second.url, '127.0.26.3');
-        sockets.push(own);
-        const mine = signed('mine again');
-        own.send(['EVENT', mine]);
+        const mine = event('mine again');
+        const own = await sendFrom(second, '127.0.26.3', mine, sockets);
         await waitFor(
           "the victim's event answered here or forwarded",
           () => answered(own, mine.id) || proxy.heldConnections === forwarded + 1,

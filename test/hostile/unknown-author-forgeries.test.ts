@@ -10,13 +10,18 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import type { Event } from 'nostr-tools/pure';
 import { request, startGateway, writesConsumed } from '../helpers/gateway.js';
 import type { GatewayUnderTest } from '../helpers/gateway.js';
-import { HoldingProxy } from '../helpers/holding-proxy.js';
+import {
+  answered,
+  forgeriesOf,
+  pubkeyQuotas,
+  suiteRelayBehindProxy,
+  victimKeys,
+} from '../helpers/hash-path.js';
+import type { HoldingProxy } from '../helpers/holding-proxy.js';
 import { relayHas } from '../helpers/nostr-events.js';
-import { startRelay } from '../helpers/processes.js';
 import type { RelayProcess } from '../helpers/processes.js';
 import { RawNostr } from '../helpers/raw-nostr.js';
 import { waitFor } from '../helpers/raw-socket.js';
@@ -36,54 +41,28 @@ async function badSignatures(relayUrl: string): Promise<number> {
     .bad_signature;
 }
 
-function victimKeys() {
-  const sk = generateSecretKey();
-  const pk = getPublicKey(sk);
-  const event = (content: string): Event =>
-    finalizeEvent({ kind: 1, created_at: Math.floor(Date.now() / 1000), tags: [], content }, sk);
-  return { pk, event };
-}
-
-/** `n` events in the victim's name, each with another key's signature: the ids are right. */
-function forgeriesOf(event: (content: string) => Event, n: number): Event[] {
-  const other = finalizeEvent(
-    { kind: 1, created_at: 1, tags: [], content: 'x' },
-    generateSecretKey(),
-  );
-  return Array.from({ length: n }, (_, i) => ({ ...event(`forged ${i}`), sig: other.sig }));
-}
-
-const answered = (c: RawNostr, id: string) => c.received.some((m) => m[0] === 'OK' && m[1] === id);
-
 describe(
   'forgeries in an unknown author name from many addresses at once, the relay slow or closing',
   { timeout: 180_000 },
   () => {
+    const suite = suiteRelayBehindProxy();
+    const { sockets } = suite;
     let relay: RelayProcess;
     let proxy: HoldingProxy;
     let gw: GatewayUnderTest;
-    const sockets: RawNostr[] = [];
 
     before(async () => {
-      relay = await startRelay({ nodeId: 'relay-a' });
-      proxy = await HoldingProxy.start(relay.url);
-      gw = await startGateway('iovalkey', 'standalone', [{ id: 'relay-a', url: proxy.url }], {
-        identity: { order: ['pubkey', 'ip'] },
-        quotas: {
-          keyPrefix: `unknownforged${Date.now().toString(36)}`,
-          // Without leases Valkey's count is the author's whole charge, and its headroom.
-          lease: { enabled: false },
-          tiers: { default: { write: { points: LIMIT, windowSec: 60 } } },
-        },
-        nostr: { maxInvalidEvents: 1000 },
-      });
+      [relay, proxy] = [suite.relay(), suite.proxy()];
+      gw = await startGateway(
+        'iovalkey',
+        'standalone',
+        [{ id: 'relay-a', url: proxy.url }],
+        pubkeyQuotas(`unknownforged${Date.now().toString(36)}`, LIMIT, { maxInvalidEvents: 1000 }),
+      );
     });
 
     after(async () => {
-      for (const s of sockets) s.close();
       await gw?.proc.stop();
-      await proxy?.close();
-      await relay?.stop();
     });
 
     /**
@@ -114,18 +93,27 @@ describe(
         .filter(({ f, forgery }) => !answered(f, forgery.id));
     }
 
-    it('a slow relay: at most one forwarded, none within the margin, the victim still writes, each forger pays, none stored', async () => {
+    /**
+     * A fresh victim, unknown here, and FORGERS forgeries in its name sent at once from
+     * 127.0.<subnet>.10 on, the relay's frames held: exactly one is forwarded on its hash.
+     */
+    async function firstWave(subnet: string) {
       const { pk, event } = victimKeys();
       const forgeries = forgeriesOf(event, FORGERS);
       const rejectedBefore = await badSignatures(relay.url);
       proxy.hold();
-      const forwarded = await sendAtOnce(forgeries, '21', pk);
+      const forwarded = await sendAtOnce(forgeries, subnet, pk);
       assert.equal(
         forwarded.length,
         1,
         `forgeries forwarded on the hash at once (one is the attack; more, the rule broken)`,
       );
       assert.equal(await writesConsumed(gw, `pk:${pk}`), 1, 'the victim holds one charge');
+      return { pk, event, forgeries, forwarded, rejectedBefore };
+    }
+
+    it('a slow relay: at most one forwarded, none within the margin, the victim still writes, each forger pays, none stored', async () => {
+      const { pk, event, forgeries, forwarded, rejectedBefore } = await firstWave('21');
 
       // A second wave once that charge is counted, the relay still silent: the victim is known
       // here now, with no more than the margin left, so each is verified first and refused.
@@ -175,13 +163,7 @@ describe(
     });
 
     it('a relay that closes with the forgery awaited: the victim given back, nothing stored', async () => {
-      const { pk, event } = victimKeys();
-      const forgeries = forgeriesOf(event, FORGERS);
-      const rejectedBefore = await badSignatures(relay.url);
-      proxy.hold();
-      const forwarded = await sendAtOnce(forgeries, '22', pk);
-      assert.equal(forwarded.length, 1, 'forgeries forwarded on the hash at once');
-      assert.equal(await writesConsumed(gw, `pk:${pk}`), 1);
+      const { pk, event, forgeries, rejectedBefore } = await firstWave('22');
 
       // The relay's sockets close, the forwarded forgery unanswered: its ticket settles lost,
       // the event does not verify, so the victim's point comes back.
