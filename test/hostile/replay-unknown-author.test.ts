@@ -20,8 +20,6 @@ import {
   suiteRelayBehindProxy,
   victimKeys,
 } from '../helpers/hash-path.js';
-import type { HoldingProxy } from '../helpers/holding-proxy.js';
-import type { RelayProcess } from '../helpers/processes.js';
 import { RawNostr } from '../helpers/raw-nostr.js';
 import { waitFor } from '../helpers/raw-socket.js';
 
@@ -33,21 +31,26 @@ describe(
   'replays across two gateways, the author unknown on the second',
   { timeout: 90_000 },
   () => {
-    const suite = suiteRelayBehindProxy();
-    const { sockets } = suite;
-    let relay: RelayProcess;
-    /** Between the second gateway and the relay: passes all until a test holds its frames. */
-    let proxy: HoldingProxy;
+    const { sockets, ...suite } = suiteRelayBehindProxy();
     let first: GatewayUnderTest;
     let second: GatewayUnderTest;
 
     before(async () => {
-      [relay, proxy] = [suite.relay(), suite.proxy()];
       // Without leases Valkey's count is each client's whole charge, on both gateways.
       const settings = pubkeyQuotas(`replayunknown${Date.now().toString(36)}`, LIMIT);
       [first, second] = await Promise.all([
-        startGateway('iovalkey', 'standalone', [{ id: 'relay-a', url: relay.url }], settings),
-        startGateway('iovalkey', 'standalone', [{ id: 'relay-a', url: proxy.url }], settings),
+        startGateway(
+          'iovalkey',
+          'standalone',
+          [{ id: 'relay-a', url: suite.relay().url }],
+          settings,
+        ),
+        startGateway(
+          'iovalkey',
+          'standalone',
+          [{ id: 'relay-a', url: suite.proxy().url }],
+          settings,
+        ),
       ]);
     });
 
@@ -95,7 +98,7 @@ describe(
         assert.equal(await writesConsumed(second, `ip:127.0.25.${i + 10}`), 1, 'the replayer paid');
       }
       assert.equal(await writesConsumed(first, 'ip:127.0.25.30'), 1, 'the replayer paid');
-      const stored = await request(`${relay.url}/events?ids=${stolen.id}`);
+      const stored = await request(`${suite.relay().url}/events?ids=${stolen.id}`);
       assert.equal((JSON.parse(stored.body) as unknown[]).length, 1, 'the relay holds it once');
 
       // The rest of its quota is its own, through either gateway.
@@ -113,7 +116,7 @@ describe(
       async () => {
         const { pk, event, stolen } = await writtenThroughFirst('127.0.26.2');
 
-        proxy.hold();
+        suite.proxy().hold();
         const replayers = await Promise.all(
           Array.from({ length: LIMIT + 2 }, (_, i) =>
             RawNostr.open(second.url, `127.0.26.${i + 10}`),
@@ -125,22 +128,23 @@ describe(
         await waitFor(
           'every replay answered here or forwarded',
           () =>
-            replayers.filter((r) => answered(r, stolen.id)).length + proxy.heldConnections ===
+            replayers.filter((r) => answered(r, stolen.id)).length +
+              suite.proxy().heldConnections ===
             replayers.length,
           20_000,
         );
-        const forwarded = proxy.heldConnections;
+        const forwarded = suite.proxy().heldConnections;
         const held = (await writesConsumed(second, `pk:${pk}`)) - 1;
         // The victim's own new event through the second gateway meanwhile.
         const mine = event('mine again');
         const own = await sendFrom(second, '127.0.26.3', mine, sockets);
         await waitFor(
           "the victim's event answered here or forwarded",
-          () => answered(own, mine.id) || proxy.heldConnections === forwarded + 1,
+          () => answered(own, mine.id) || suite.proxy().heldConnections === forwarded + 1,
           20_000,
         );
         const refused = own.received.find((m) => m[0] === 'OK' && m[1] === mine.id);
-        proxy.release();
+        suite.proxy().release();
         for (const r of replayers) await r.okFor(stolen.id);
         // Every replay answered: those forwarded, duplicate: (their charges given back); the
         // rest refused here. What the victim pays once the refunds are in: its own events only.

@@ -20,9 +20,7 @@ import {
   suiteRelayBehindProxy,
   victimKeys,
 } from '../helpers/hash-path.js';
-import type { HoldingProxy } from '../helpers/holding-proxy.js';
 import { relayHas } from '../helpers/nostr-events.js';
-import type { RelayProcess } from '../helpers/processes.js';
 import { RawNostr } from '../helpers/raw-nostr.js';
 import { waitFor } from '../helpers/raw-socket.js';
 
@@ -45,18 +43,14 @@ describe(
   'forgeries in an unknown author name from many addresses at once, the relay slow or closing',
   { timeout: 180_000 },
   () => {
-    const suite = suiteRelayBehindProxy();
-    const { sockets } = suite;
-    let relay: RelayProcess;
-    let proxy: HoldingProxy;
+    const { sockets, ...suite } = suiteRelayBehindProxy();
     let gw: GatewayUnderTest;
 
     before(async () => {
-      [relay, proxy] = [suite.relay(), suite.proxy()];
       gw = await startGateway(
         'iovalkey',
         'standalone',
-        [{ id: 'relay-a', url: proxy.url }],
+        [{ id: 'relay-a', url: suite.proxy().url }],
         pubkeyQuotas(`unknownforged${Date.now().toString(36)}`, LIMIT, { maxInvalidEvents: 1000 }),
       );
     });
@@ -100,8 +94,8 @@ describe(
     async function firstWave(subnet: string) {
       const { pk, event } = victimKeys();
       const forgeries = forgeriesOf(event, FORGERS);
-      const rejectedBefore = await badSignatures(relay.url);
-      proxy.hold();
+      const rejectedBefore = await badSignatures(suite.relay().url);
+      suite.proxy().hold();
       const forwarded = await sendAtOnce(forgeries, subnet, pk);
       assert.equal(
         forwarded.length,
@@ -142,7 +136,7 @@ describe(
 
       // The relay answers at last: the forgery refused, its charge given back; the victim's
       // event stored.
-      proxy.release();
+      suite.proxy().release();
       const ok = await victim.okFor(mine.id);
       assert.deepEqual(ok.slice(0, 3), ['OK', mine.id, true]);
       for (const { f, forgery } of forwarded) {
@@ -154,12 +148,13 @@ describe(
         20_000,
       );
       assert.equal(
-        (await badSignatures(relay.url)) - rejectedBefore,
+        (await badSignatures(suite.relay().url)) - rejectedBefore,
         forwarded.length,
         'the relay saw only the forwarded forgery',
       );
-      for (const forgery of forgeries) assert.equal(await relayHas(relay.url, forgery.id), false);
-      assert.equal(await relayHas(relay.url, mine.id), true);
+      for (const forgery of forgeries)
+        assert.equal(await relayHas(suite.relay().url, forgery.id), false);
+      assert.equal(await relayHas(suite.relay().url, mine.id), true);
     });
 
     it('a relay that closes with the forgery awaited: the victim given back, nothing stored', async () => {
@@ -167,7 +162,7 @@ describe(
 
       // The relay's sockets close, the forwarded forgery unanswered: its ticket settles lost,
       // the event does not verify, so the victim's point comes back.
-      proxy.cut();
+      suite.proxy().cut();
       await waitFor(
         'the victim given back the lost forgery',
         async () => (await writesConsumed(gw, `pk:${pk}`)) === 0,
@@ -176,8 +171,9 @@ describe(
       for (let i = 0; i < FORGERS; i++) {
         assert.equal(await writesConsumed(gw, `ip:127.0.22.${i + 10}`), 1, 'each forger paid');
       }
-      assert.equal(await badSignatures(relay.url), rejectedBefore, 'the relay saw none');
-      for (const forgery of forgeries) assert.equal(await relayHas(relay.url, forgery.id), false);
+      assert.equal(await badSignatures(suite.relay().url), rejectedBefore, 'the relay saw none');
+      for (const forgery of forgeries)
+        assert.equal(await relayHas(suite.relay().url, forgery.id), false);
 
       // Its whole quota is its own again.
       const victim = await RawNostr.open(gw.url, '127.0.22.2');
