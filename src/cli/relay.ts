@@ -43,6 +43,8 @@ interface RelayFlags {
   spikeEveryMs?: number;
   spikeHoldMs?: number;
   maxEventBytes: number;
+  /** commander's `--no-verify-signatures`: false when given. */
+  verifySignatures?: boolean;
   adminToken?: string;
   publicUrl?: string;
 }
@@ -81,6 +83,7 @@ export function toConfig(flags: RelayFlags): RelayConfig {
     maxEventBytes: flags.maxEventBytes,
   };
   if (adminToken !== undefined) config.adminToken = adminToken;
+  if (flags.verifySignatures === false) config.verifySignatures = false;
   if (flags.publicUrl !== undefined) config.publicUrl = flags.publicUrl;
   if (flags.spikeBytes !== undefined && flags.spikeEveryMs !== undefined) {
     config.spike = {
@@ -135,6 +138,10 @@ export function registerRelay(program: Command): void {
       'largest event accepted (serialised)',
       parseBytes,
       DEFAULT_MAX_EVENT_BYTES,
+    )
+    .option(
+      '--no-verify-signatures',
+      "store events whose signature does not verify (the id is still checked): a relay that does not verify, for tests of a gateway's nostr.verify",
     )
     .option(
       '--public-url <url>',

@@ -39,6 +39,8 @@ export interface RelayConfig {
   drainBytesPerSec: number;
   workIterations: number;
   maxEventBytes: number;
+  /** false: signatures are not checked (`--no-verify-signatures`, for tests). */
+  verifySignatures?: boolean;
   spike?: SpikePlan;
   /** Bearer token of /admin/spike and /admin/drain; without one they are disabled (404). */
   adminToken?: string;
@@ -83,6 +85,7 @@ export async function startRelay(config: RelayConfig): Promise<RunningRelay> {
   const store = new EventStore(index, memtable, {
     maxEventBytes: config.maxEventBytes,
     workIterations: config.workIterations,
+    verifySignatures: config.verifySignatures !== false,
   });
   const flusher = new Flusher(memtable, file, config.drainBytesPerSec, (err) =>
     log(

@@ -12,6 +12,8 @@ export type SubmitResult =
 export interface StoreOptions {
   maxEventBytes: number;
   workIterations: number;
+  /** false: store events whose signature does not verify (a relay that does not check). */
+  verifySignatures?: boolean;
 }
 
 export type StoredListener = (event: NostrEvent, json: string) => void;
@@ -43,7 +45,12 @@ export class EventStore {
   }
 
   submit(raw: unknown): SubmitResult {
-    const verdict = checkEvent(raw, this.options.maxEventBytes, (id) => this.index.has(id));
+    const verdict = checkEvent(
+      raw,
+      this.options.maxEventBytes,
+      (id) => this.index.has(id),
+      this.options.verifySignatures !== false,
+    );
     if (!verdict.ok) {
       this.rejected[verdict.reason]++;
       return { accepted: false, id: verdict.id, message: verdict.message };

@@ -13,6 +13,7 @@ import { RelayOptionsError, toConfig } from '../../src/cli/relay.js';
 import { request, startGateway } from '../helpers/gateway.js';
 import type { GatewayUnderTest } from '../helpers/gateway.js';
 import { RELAY_ADMIN_TOKEN, relayAdminHeaders, startRelay } from '../helpers/processes.js';
+import { relayFlags } from '../helpers/relay-flags.js';
 import type { RelayProcess } from '../helpers/processes.js';
 import { rawRequest } from '../helpers/raw-http.js';
 
@@ -86,14 +87,7 @@ describe("the reference relay's admin endpoints", { timeout: 60_000 }, () => {
   });
 
   it('take a token of at least 16 characters; an empty one disables them', () => {
-    const flags = {
-      host: '127.0.0.1',
-      port: 0,
-      nodeId: 'n1',
-      drainBytesPerSec: 1,
-      workIterations: 0,
-      maxEventBytes: 64 * 1024,
-    };
+    const flags = relayFlags({ maxEventBytes: 64 * 1024 });
     assert.throws(() => toConfig({ ...flags, adminToken: 'short' }), RelayOptionsError);
     assert.equal(toConfig({ ...flags, adminToken: '' }).adminToken, undefined);
     assert.equal(

@@ -18,6 +18,7 @@ import {
 } from '../../src/nostr/frames.js';
 import { parseRequestTarget } from '../../src/gateway/request-target.js';
 import { Policy } from '../../src/quota/policy.js';
+import { headroomMargin } from '../../src/quota/headroom.js';
 import { GatewayConfigSchema } from '../../src/config/schema.js';
 import type { IdentitySource } from '../../src/config/schema.js';
 import { admissionUnderTest } from '../helpers/fake-admission-context.js';
@@ -630,6 +631,102 @@ describe('the admission step over generated frames and requests', { timeout: 180
     );
     for (const [branch, times] of Object.entries(reached)) {
       assert.ok(times > 0, `no generated frame reached "${branch}": ${JSON.stringify(reached)}`);
+    }
+  });
+
+  // Issue 32: an author unknown to this process is charged on the hash one write at a time.
+  // Writes sent at once (each dispatched before any is answered, as frames from many sockets
+  // read in one turn) must not all take that path: the rest are verified first, so at most
+  // one forgery a key is forwarded on its hash; an author known in its window, at most its
+  // remaining points less the margin, together. The relay's invalid: gives each back.
+  it('EVENTs sent at once in the names of authors unknown here: one a key on the hash, the rest verified first', async () => {
+    const write = fc.record({
+      event: fc.nat(SIGNED_EVENTS.length - 1),
+      forged: fc.boolean(),
+      conn: fc.nat(2),
+    });
+    const run = fc.array(
+      // One id at most once a burst: a connection's bounds refuse an id already awaited.
+      fc.uniqueArray(write, { minLength: 2, maxLength: 12, selector: (w) => w.event }),
+      { minLength: 1, maxLength: 3 },
+    );
+    const reached = { unknownQueued: 0, knownTogether: 0, forgeryOnHash: 0, forgeryVerified: 0 };
+    await fc.assert(
+      fc.asyncProperty(run, async (bursts) => {
+        const { admission, decider } = admissionUnderTest(
+          {
+            identity: { order: ['pubkey', 'ip'] },
+            nostr: { verify: 'auto', maxInvalidEvents: 1000 },
+            limits: { framesPerSecPerAddress: 1_000_000 },
+          },
+          ['allowed'],
+        );
+        // What the scripted decider shows of an admitted charge: 5 of 10 left.
+        const remaining = 5;
+        const bound = (known: boolean) => (known ? remaining - headroomMargin(10) : 1);
+        const conns: ConnectionFacts[] = [0, 1, 2].map((i) => ({
+          ip: `203.0.113.${i + 1}`,
+          nodeId: 'relay-a',
+          session: admission.newSession(),
+        }));
+        for (const burst of bursts) {
+          // Authors charged before this burst (the headroom learnt them; a window is 3 s).
+          const known = new Set(
+            decider.charges.filter((c) => c.source === 'pubkey').map((c) => c.raw),
+          );
+          const onHashBy = new Map<string, number>();
+          const sent = burst.map((w) => {
+            const base = SIGNED_EVENTS[w.event]!;
+            const other = SIGNED_EVENTS[(w.event + 7) % SIGNED_EVENTS.length]!;
+            const event = w.forged ? { ...base, sig: other.sig } : base;
+            const data = Buffer.from(JSON.stringify(['EVENT', event]));
+            // Judged now, with the writes dispatched before it still in their checks.
+            const onHash = admission.judgedOnHash(event, data.length);
+            const before = onHashBy.get(event.pubkey) ?? 0;
+            if (onHash) onHashBy.set(event.pubkey, before + 1);
+            else if (!known.has(event.pubkey) && before > 0) reached.unknownQueued++;
+            const conn = conns[w.conn]!;
+            return { w, event, onHash, conn, verdict: admission.frame(conn, data, false) };
+          });
+          const context = JSON.stringify(burst);
+          for (const [pubkey, n] of onHashBy) {
+            assert.ok(
+              n <= bound(known.has(pubkey)),
+              `${n} writes of ${known.has(pubkey) ? 'a known' : 'an unknown'} author on the hash at once: ${context}`,
+            );
+            if (n > 1) reached.knownTogether++;
+          }
+          for (const { w, event, onHash, conn, verdict: pending } of sent) {
+            const verdict = await pending;
+            assertReplyShape(verdict, context);
+            if (verdict.reply?.[2] === true) continue; // an id accepted here before: duplicate
+            if (!w.forged) {
+              assert.equal(verdict.forward, true, `a signed event goes in: ${context}`);
+              const ok = Buffer.from(JSON.stringify(['OK', event.id, true, '']));
+              await settleActions(conn.session, conn.session.relay(ok));
+              continue;
+            }
+            if (!onHash) {
+              // Verified first: refused, its author not charged.
+              assert.equal(verdict.forward, false, `a verified forgery is refused: ${context}`);
+              assert.match(String(verdict.reply?.[3]), /^invalid:/, context);
+              reached.forgeryVerified++;
+              continue;
+            }
+            // On the hash: charged and forwarded; the relay's invalid: gives it back.
+            assert.equal(verdict.forward, true, `forwarded on its hash: ${context}`);
+            const no = Buffer.from(JSON.stringify(['OK', event.id, false, 'invalid: bad sig']));
+            const done = await settleActions(conn.session, conn.session.relay(no));
+            assert.deepEqual(done.slice(0, 2), ['refund-author', 'invalid'], context);
+            reached.forgeryOnHash++;
+          }
+          assert.equal(admission.writes.headroom.reservedKeys, 0, `reservations left: ${context}`);
+        }
+      }),
+      propertyParams(200),
+    );
+    for (const [branch, times] of Object.entries(reached)) {
+      assert.ok(times > 0, `no generated burst reached "${branch}": ${JSON.stringify(reached)}`);
     }
   });
 

@@ -7,6 +7,7 @@ import { finalizeEvent, generateSecretKey } from 'nostr-tools/pure';
 import type { NostrEvent } from 'nostr-tools/pure';
 import { parseBytes } from '../../../src/cli/flags.js';
 import { toConfig } from '../../../src/cli/relay.js';
+import { relayFlags } from '../../helpers/relay-flags.js';
 import { DATA_FILE_NAME, DataFile } from '../../../src/relay/datafile.js';
 import type { RecordMeta } from '../../../src/relay/datafile.js';
 import {
@@ -144,6 +145,15 @@ describe('relay event validation', { timeout: 30_000 }, () => {
       assert.match(verdict.message, /^invalid: /);
     }
   });
+
+  it('skips only the signature when told not to verify (--no-verify-signatures)', () => {
+    const forged = { ...event({ content: 'forged' }), sig: event().sig };
+    const refused = checkEvent(forged, 1024);
+    assert.ok(!refused.ok && refused.reason === 'bad_signature');
+    assert.ok(checkEvent(forged, 1024, () => false, false).ok, 'stored without the check');
+    const edited = checkEvent({ ...event(), content: 'edited' }, 1024, () => false, false);
+    assert.ok(!edited.ok && edited.reason === 'bad_id', 'the id is still checked');
+  });
 });
 
 describe('relay data file', { timeout: 30_000 }, () => {
@@ -182,6 +192,8 @@ describe('relay data file', { timeout: 30_000 }, () => {
 });
 
 describe('relay options', { timeout: 30_000 }, () => {
+  const flags = relayFlags();
+
   it('parse byte counts with binary units', () => {
     assert.equal(parseBytes('1048576'), 1048576);
     assert.equal(parseBytes('512KiB'), 512 * 1024);
@@ -192,14 +204,6 @@ describe('relay options', { timeout: 30_000 }, () => {
   });
 
   it('default the spike hold to half the interval and require both spike options', () => {
-    const flags = {
-      host: '127.0.0.1',
-      port: 0,
-      nodeId: 'n1',
-      drainBytesPerSec: 1,
-      workIterations: 0,
-      maxEventBytes: 4096,
-    };
     assert.deepEqual(toConfig({ ...flags, spikeBytes: 10, spikeEveryMs: 300 }).spike, {
       bytes: 10,
       everyMs: 300,
@@ -208,5 +212,10 @@ describe('relay options', { timeout: 30_000 }, () => {
     assert.match(toConfig(flags).dataDir, /relay[/\\]n1$/);
     assert.throws(() => toConfig({ ...flags, spikeEveryMs: 300 }), /together/);
     assert.throws(() => toConfig({ ...flags, spikeHoldMs: 3 }), /needs --spike-bytes/);
+  });
+
+  it('verify signatures unless --no-verify-signatures is given', () => {
+    assert.equal(toConfig({ ...flags, verifySignatures: true }).verifySignatures, undefined);
+    assert.equal(toConfig({ ...flags, verifySignatures: false }).verifySignatures, false);
   });
 });
