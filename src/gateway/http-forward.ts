@@ -197,12 +197,9 @@ export function forwardToRelay(
       answerForwardError(ctx, reply, node, body.errored);
       return reply;
     }
-    reply.raw.once('close', () => {
-      if (reply.raw.writableFinished || body.destroyed) return;
-      // undici aborts the request (and drops its socket to the relay) when its body errors.
-      body.on('error', () => {});
-      body.destroy(clientError(CLIENT_GONE, 'the client went away before its answer'));
-    });
+    // The client's own request (a declared length, see limitedBody) needs no watch: Node ends
+    // it with an error when its client goes, and undici aborts on that.
+    if (body !== request.raw) cancelOnClientGone(reply, body);
   }
 
   try {
@@ -234,6 +231,16 @@ export function forwardToRelay(
       detail: 'the request cannot be forwarded as sent',
     });
   }
+}
+
+/** A streamed body still arriving is failed when its client goes: undici then aborts its request. */
+function cancelOnClientGone(reply: FastifyReply, body: Readable): void {
+  reply.raw.once('close', () => {
+    if (reply.raw.writableFinished || body.destroyed) return;
+    // undici aborts the request (and drops its socket to the relay) when its body errors.
+    body.on('error', () => {});
+    body.destroy(clientError(CLIENT_GONE, 'the client went away before its answer'));
+  });
 }
 
 /** Settle a ticket from the proxy (errors are logged, never thrown at the client's answer). */
