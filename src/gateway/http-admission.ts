@@ -6,6 +6,7 @@
  * or 503 by quota). Where the two transports still differ: write/transport-differences.ts.
  */
 import type { QuotaDecision } from '../quota/decider.js';
+import type { Identity } from '../quota/policy.js';
 import { quotaProblem, rateLimitHeaders, storeUnavailableProblem } from '../quota/responses.js';
 import type { Problem } from '../quota/responses.js';
 import { parseEvent } from '../nostr/frames.js';
@@ -74,8 +75,11 @@ export async function httpVerdict(
     const detail = `request bodies are limited to ${maxBodyBytes} bytes`;
     return answer(problemOf(413, 'body-too-large', 'Content Too Large', detail));
   }
-  const identity = senderIdentity(config, policy, facts);
-  const node = ctx.pool.pick(identity.key);
+  // The sender's identity (a salted hash) only where it is used: routing among several nodes
+  // by client, or a charge by route (an event's write makes its own).
+  let identity: Identity | undefined;
+  const sender = (): Identity => (identity ??= senderIdentity(config, policy, facts));
+  const node = ctx.pool.pick(ctx.pool.hashesClients() ? sender().key : '');
   if (!node) {
     const problem = problemOf(503, 'no-relay', 'Service Unavailable', 'no relay node is available');
     return answer(problem, { 'retry-after': '1' });
@@ -84,7 +88,7 @@ export async function httpVerdict(
   if (facts.eventBody !== undefined) {
     return httpEventVerdict(writes, facts, facts.eventBody, node, target);
   }
-  const where = { identity, ip: facts.ip, cls, cost, nodeId: node.id, policy };
+  const where = { identity: sender(), ip: facts.ip, cls, cost, nodeId: node.id, policy };
   const decision = await writes.charger.take(where);
   const forwarded = (headers: Record<string, string>): HttpVerdict => {
     if (cls === 'write') writes.forwarded(node.id, facts.contentLength ?? 0, cost);

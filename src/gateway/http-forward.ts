@@ -169,6 +169,9 @@ function sendProblem(reply: FastifyReply, problem: Problem, headers: Record<stri
   return reply.code(problem.status).headers(headers).type('application/problem+json').send(problem);
 }
 
+/** What reply-from is told of a body read whole that came without a type (then dropped). */
+const NO_TYPE = 'application/octet-stream';
+
 /**
  * Forward an admitted request to its relay node through @fastify/reply-from (undici), the body
  * streamed as it arrives. A client that goes away (or is timed out by the listener) while its
@@ -184,19 +187,19 @@ export function forwardToRelay(
   route: ForwardRoute,
 ): FastifyReply {
   const { node } = route;
-  const body = request.body as Readable | undefined;
+  const given = request.body as Readable | Buffer | undefined;
+  // An event's body, read whole for its admission: sent from memory with its length.
+  const read = Buffer.isBuffer(given) ? given : undefined;
+  const body = read ? undefined : (given as Readable | undefined);
   if (body && typeof body.destroy === 'function') {
     // Failed while the request waited for its admission (over the limit, client gone).
     if (body.errored) {
       answerForwardError(ctx, reply, node, body.errored);
       return reply;
     }
-    reply.raw.once('close', () => {
-      if (reply.raw.writableFinished || body.destroyed) return;
-      // undici aborts the request (and drops its socket to the relay) when its body errors.
-      body.on('error', () => {});
-      body.destroy(clientError(CLIENT_GONE, 'the client went away before its answer'));
-    });
+    // The client's own request (a declared length, see limitedBody) needs no watch: Node ends
+    // it with an error when its client goes, and undici aborts on that.
+    if (body !== request.raw) cancelOnClientGone(reply, body);
   }
 
   try {
@@ -204,7 +207,13 @@ export function forwardToRelay(
       timeout: ctx.config.limits.upstreamTimeoutMs,
       // A relay's answer (503 included) goes to the client as it is: never replayed.
       retryDelay: () => null,
-      rewriteRequestHeaders: (_req, headers) => relayRequestHeaders(ctx, request.raw, headers),
+      ...(read ? { body: read, contentType: request.headers['content-type'] ?? NO_TYPE } : {}),
+      rewriteRequestHeaders: (_req, headers) => {
+        const kept = relayRequestHeaders(ctx, request.raw, headers);
+        // reply-from names a type for a body it is given: the client's, or none as it sent.
+        if (read && request.headers['content-type'] === undefined) delete kept['content-type'];
+        return kept;
+      },
       rewriteHeaders: (headers) => clientResponseHeaders(headers, route.headers),
       onError: (rep, { error }) => {
         settle(ctx, route.ticket, 'lost');
@@ -222,6 +231,16 @@ export function forwardToRelay(
       detail: 'the request cannot be forwarded as sent',
     });
   }
+}
+
+/** A streamed body still arriving is failed when its client goes: undici then aborts its request. */
+function cancelOnClientGone(reply: FastifyReply, body: Readable): void {
+  reply.raw.once('close', () => {
+    if (reply.raw.writableFinished || body.destroyed) return;
+    // undici aborts the request (and drops its socket to the relay) when its body errors.
+    body.on('error', () => {});
+    body.destroy(clientError(CLIENT_GONE, 'the client went away before its answer'));
+  });
 }
 
 /** Settle a ticket from the proxy (errors are logged, never thrown at the client's answer). */
@@ -271,7 +290,13 @@ function answerForwardError(
 ): void {
   // When the body fails, the upstream library may report only that it aborted: the body's
   // own error says why (over the limit is not the same as gone).
-  const bodyError = (reply.request.body as Readable | undefined)?.errored;
+  const body = reply.request.body as Readable | undefined;
+  // A body taken as it came (see limitedBody) is the client's own request: its failure is the
+  // client's connection failing (reset, timed out), whatever its code says.
+  const bodyError =
+    body === reply.request.raw && body.errored
+      ? clientError(CLIENT_GONE, 'the client went away before its body ended')
+      : body?.errored;
   const blame = blameOf(bodyError ?? error);
   if (blame.party === 'relay') {
     ctx.metrics.upstreamErrors.inc({ node: node.id });

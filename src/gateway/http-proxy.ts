@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import { Readable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import replyFrom from '@fastify/reply-from';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Problem } from '../quota/responses.js';
@@ -13,7 +13,7 @@ import {
   relayInfoFetcher,
   wantsRelayInfo,
 } from './relay-info.js';
-import { boundedBody, readWhole, upstreamDispatcher } from './upstream-io.js';
+import { limitedBody, readWhole, upstreamDispatcher } from './upstream-io.js';
 
 function sendProblem(reply: FastifyReply, problem: Problem, headers: Record<string, string> = {}) {
   return reply.code(problem.status).headers(headers).type('application/problem+json').send(problem);
@@ -36,7 +36,7 @@ export async function registerHttpProxy(app: FastifyInstance, ctx: GatewayContex
   // Leave bodies unread: reply-from streams them to the node as they arrive.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', (req, payload, done) => {
-    done(null, payload.pipe(boundedBody(limits.maxBodyBytes)));
+    done(null, limitedBody(payload, limits.maxBodyBytes));
   });
 
   const relayInfo = new RelayInfoSource(
@@ -65,8 +65,8 @@ export async function registerHttpProxy(app: FastifyInstance, ctx: GatewayContex
     });
     if (verdict.action === 'answer') return sendProblem(reply, verdict.problem, verdict.headers);
     if (eventBody !== undefined) {
-      // The body was read here: the relay gets it from memory.
-      request.body = Readable.from([eventBody]);
+      // The body was read here: the relay gets it from memory (see forwardToRelay).
+      request.body = eventBody;
     }
     // NIP-11: the relay's document with the gateway's limits, admitted as any read.
     if (wantsRelayInfo(request.method, request.headers)) {

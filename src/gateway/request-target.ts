@@ -15,10 +15,40 @@ export interface RequestTarget {
 const BASE = 'http://gateway.invalid';
 
 /**
+ * An origin-form target that every step below would leave as it is: segments of unreserved and
+ * sub-delimiter characters (none empty, none starting with a dot, no `%`), an optional trailing
+ * slash, and an optional non-empty query of characters URL does not re-encode. Its path is its
+ * own judged form and the target its own forward form, with no URL parsed.
+ */
+const PLAIN_TARGET =
+  /^(\/|(?:\/[\w~!$&()*+,;=:@-][\w.~!$&()*+,;=:@-]*)+\/?)(\?[\w.~!$&()*+,;=:@/?%-]+)?$/;
+
+/** The last target parsed and its result: one request asks twice (proxy, then admission). */
+let lastRaw: string | undefined;
+let lastTarget: RequestTarget | undefined;
+
+/**
  * Undefined when the target cannot be a request for the relay (not origin- or absolute-form,
- * bad percent-encoding, or a decoded NUL): the caller answers 400.
+ * bad percent-encoding, or a decoded NUL): the caller answers 400. The result is shared
+ * (frozen): never change it.
  */
 export function parseRequestTarget(raw: string | undefined): RequestTarget | undefined {
+  if (raw === lastRaw && raw !== undefined) return lastTarget;
+  const target = parseOnce(raw);
+  lastRaw = raw;
+  lastTarget = target;
+  return target;
+}
+
+function parseOnce(raw: string | undefined): RequestTarget | undefined {
+  if (!raw || raw.length > 8192) return undefined;
+  const plain = PLAIN_TARGET.exec(raw);
+  if (plain) return Object.freeze({ forward: raw, path: plain[1]! });
+  return parseRequestTargetByUrl(raw);
+}
+
+/** The general case, through URL: what the plain form above must always agree with. */
+export function parseRequestTargetByUrl(raw: string | undefined): RequestTarget | undefined {
   if (!raw || raw.length > 8192) return undefined;
   const absolute = /^https?:\/\//i.test(raw);
   if (!absolute && !raw.startsWith('/')) return undefined;
@@ -46,5 +76,5 @@ export function parseRequestTarget(raw: string | undefined): RequestTarget | und
   const trailing = decoded.length > 1 && decoded.endsWith('/') && segments.length > 0 ? '/' : '';
   // One leading slash: a relay that resolves "//a/b" against a base must not read a host.
   const forward = url.pathname.replace(/^\/+/, '/') + url.search;
-  return { forward, path: `/${segments.join('/')}${trailing}` };
+  return Object.freeze({ forward, path: `/${segments.join('/')}${trailing}` });
 }

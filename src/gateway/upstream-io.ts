@@ -1,5 +1,6 @@
 /** What every proxy in front of the relays shares: its upstream pool, its body bound and blame. */
-import { Transform } from 'node:stream';
+import type { IncomingMessage } from 'node:http';
+import { Transform, finished } from 'node:stream';
 import type { Readable } from 'node:stream';
 import { Agent } from 'undici';
 
@@ -15,14 +16,36 @@ export function upstreamDispatcher(): Agent {
   return new Agent(UPSTREAM_POOL);
 }
 
-/** Error codes the gateway gives to failures a client caused on the way to a relay. */
-/** A stream read to its end, in memory: only for bodies bounded before (see boundedBody). */
-export async function readWhole(stream: Readable): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of stream) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks);
+/**
+ * A stream read to its end, in memory: only for bodies bounded before (see boundedBody, or a
+ * declared Content-Length within the limit). Fails as an async iterator would: with the
+ * stream's error, or ERR_STREAM_PREMATURE_CLOSE when it closes before its end.
+ */
+export function readWhole(stream: Readable): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let length = 0;
+    stream.on('data', (chunk: Buffer) => {
+      chunks.push(chunk);
+      length += chunk.length;
+    });
+    finished(stream, { writable: false }, (err) => {
+      if (err) reject(err);
+      else resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, length));
+    });
+  });
 }
 
+/**
+ * A request body as the proxy takes it: as it is when it declares a Content-Length within
+ * `limit` (Node's parser reads no byte past a declared length), else through boundedBody.
+ */
+export function limitedBody(payload: IncomingMessage, limit: number): Readable {
+  const declared = Number(payload.headers['content-length']);
+  return declared <= limit ? payload : payload.pipe(boundedBody(limit));
+}
+
+/** Error codes the gateway gives to failures a client caused on the way to a relay. */
 export const BODY_TOO_LARGE = 'SLUICE_BODY_TOO_LARGE';
 export const CLIENT_GONE = 'SLUICE_CLIENT_GONE';
 

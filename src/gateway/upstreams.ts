@@ -72,6 +72,11 @@ export class UpstreamPool {
     this.avoided = predicate;
   }
 
+  /** Whether pick reads the client's hash: sticky routing among more than one node. */
+  hashesClients(): boolean {
+    return this.routing === 'sticky' && this.nodes.length > 1;
+  }
+
   /**
    * A healthy node for a client: sticky routing uses rendezvous hashing on the client's hash,
    * so a client keeps its node and only the clients of a failed node move. `fresh` marks a

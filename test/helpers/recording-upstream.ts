@@ -10,6 +10,8 @@ export interface RecordedRequest {
   remotePort?: number;
   /** Its connection closed before it was answered (the gateway gave up on it). */
   abandoned?: boolean;
+  /** The body bytes received so far. */
+  body: Buffer;
 }
 
 /**
@@ -74,8 +76,12 @@ export class RecordingUpstream {
       url: req.url ?? '',
       headers: req.headers,
       remotePort: req.socket.remotePort,
+      body: Buffer.alloc(0),
     };
     this.requests.push(record);
+    req.on('data', (chunk: Buffer) => {
+      record.body = Buffer.concat([record.body, chunk]);
+    });
     res.once('close', () => {
       if (!res.writableFinished) record.abandoned = true;
     });

@@ -10,6 +10,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { startGateway } from '../helpers/gateway.js';
 import type { GatewayUnderTest } from '../helpers/gateway.js';
+import { signedEvent } from '../helpers/nostr-events.js';
 import { rawRequest } from '../helpers/raw-http.js';
 import { RecordingUpstream } from '../helpers/recording-upstream.js';
 
@@ -129,5 +130,40 @@ describe('what the relay is sent', { timeout: 60_000 }, () => {
     assert.equal(seen['keep-alive'], undefined);
     assert.equal(seen['x-forwarded-for'], '203.0.113.9, 127.0.0.1');
     assert.equal(seen['x-forwarded-proto'], 'https');
+  });
+
+  it('sends a body as it came: an event read whole, its type as the client gave it or none', async () => {
+    const cases = [
+      { path: '/events', type: 'application/json', chunked: false },
+      { path: '/events', type: undefined, chunked: false },
+      { path: '/events', type: 'text/plain; charset=utf-8', chunked: true },
+      { path: '/streamed', type: 'application/octet-stream', chunked: false },
+      { path: '/streamed', type: undefined, chunked: true },
+    ];
+    for (const [i, c] of cases.entries()) {
+      const body = JSON.stringify(signedEvent(1, `forwarded body ${i}`));
+      const framing = c.chunked
+        ? [
+            'Transfer-Encoding: chunked',
+            '',
+            `${Buffer.byteLength(body).toString(16)}\r\n${body}\r\n0\r\n\r\n`,
+          ]
+        : [`Content-Length: ${Buffer.byteLength(body)}`, '', body];
+      const text = [
+        `POST ${c.path}?case=${i} HTTP/1.1`,
+        'Host: gateway.test',
+        ...(c.type ? [`Content-Type: ${c.type}`] : []),
+        ...framing,
+      ].join('\r\n');
+      const res = await rawRequest(plain.url, text, `127.0.21.${i + 1}`);
+      assert.equal(res.status, 200, `case ${i}: ${res.body}`);
+      const seen = upstream.last(`${c.path}?case=${i}`);
+      assert.ok(seen, `case ${i} reached the relay`);
+      assert.equal(seen.body.toString(), body, `case ${i}: the body as sent`);
+      assert.equal(seen.headers['content-type'], c.type, `case ${i}: the client's type`);
+      if (seen.headers['content-length'] !== undefined) {
+        assert.equal(Number(seen.headers['content-length']), Buffer.byteLength(body), `case ${i}`);
+      }
+    }
   });
 });

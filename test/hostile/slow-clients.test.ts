@@ -110,6 +110,20 @@ describe('slow and abandoned requests are bounded', { timeout: 60_000 }, () => {
     assert.equal(await upstreamErrors(gw), 0, 'a client gone is not the relay failing');
   });
 
+  it('a chunked body abandoned half way: the relay request is cancelled at once', async () => {
+    const conn = await RawConnection.open(gw.url, '127.0.40.7');
+    conn.write(
+      'POST /abandoned-chunked HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n' +
+        'Transfer-Encoding: chunked\r\n\r\n9\r\n{"half":"\r\n',
+    );
+    await until('the relay to see the request', () => !!upstream.last('/abandoned-chunked'), 5000);
+    const goneAt = Date.now();
+    conn.destroy();
+    await until('the relay connection to be released', () => upstream.bodiesInProgress === 0, 1000);
+    assert.ok(Date.now() - goneAt < REQUEST_TIMEOUT, 'released before any timeout would do it');
+    assert.equal(await upstreamErrors(gw), 0, 'a client gone is not the relay failing');
+  });
+
   it('an idle keep-alive connection is closed at the keep-alive timeout', async () => {
     const conn = await RawConnection.open(gw.url, '127.0.40.6');
     conn.write('GET /idle HTTP/1.1\r\nHost: x\r\n\r\n');

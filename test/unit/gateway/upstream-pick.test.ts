@@ -67,6 +67,25 @@ describe('sticky routing', { timeout: 30_000 }, () => {
     p.list()[0]!.healthy = false;
     assert.equal(p.pick(clients[0]!), undefined);
   });
+
+  it("reads the client's hash only where it routes by it: sticky among several nodes", () => {
+    const sticky = pool(['relay-a', 'relay-b', 'relay-c']);
+    assert.equal(sticky.hashesClients(), true);
+    const picked = new Set(clients.slice(0, 300).map((c) => sticky.pick(c)!.id));
+    assert.equal(picked.size, 3, 'sticky routing spreads clients by their hash');
+    const one = pool(['relay-a']);
+    assert.equal(one.hashesClients(), false);
+    assert.equal(one.pick('')!.id, 'relay-a');
+    const upstreams = ['relay-a', 'relay-b'].map((id, i) => ({
+      id,
+      url: `http://127.0.0.1:${7000 + i}`,
+    }));
+    for (const routing of ['round-robin', 'headroom'] as const) {
+      const p = new UpstreamPool(upstreams, routing, health, quiet);
+      assert.equal(p.hashesClients(), false, routing);
+      assert.ok(p.pick(''), routing);
+    }
+  });
 });
 
 /** Nodes n0..n(k-1) with these multipliers, and their headroom function. */
