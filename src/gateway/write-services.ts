@@ -61,5 +61,6 @@ function settleServices(
     },
     verify: verifySignature,
     countInvalid: () => countFrame('INVALID_SIGNATURE'),
+    settled: (id) => seen.settled(id),
   };
 }

@@ -141,12 +141,33 @@ export const liftedSignature: WriteCheck = (w) => {
   return w.plan.payFee(w.senders).then(() => invalid(w, 'event id or signature does not verify'));
 };
 
-/** hashed: a replay of what a relay accepted through this process, answered from memory. */
+/**
+ * hashed or verified: a replay of what a relay accepted through this process, answered from
+ * memory; or a copy of a write forwarded through it whose answer is awaited (a replay sent at
+ * once from another connection), answered without charging its author: its senders pay.
+ */
 export const acceptedHere: WriteCheck = (w) => {
-  if (!on(w, 'hashed') || !w.services.seen.here(w.event.id)) return undefined;
-  return w.plan
-    .payFee(w.senders)
-    .then((refused) => (refused ? quotaRefusal(refused, w) : duplicate(w)));
+  if (!on(w, 'hashed', 'verified')) return undefined;
+  const { seen } = w.services;
+  const accepted = seen.here(w.event.id);
+  if (!accepted && !seen.awaitedHere(w.event.id)) {
+    // Awaited from now (before this write awaits anything): runWrite lets it go unless the
+    // write is forwarded, whose ticket does when the relay answers.
+    seen.forwarded(w.event.id);
+    w.awaits = true;
+    return undefined;
+  }
+  return w.plan.payFee(w.senders).then((refused) => {
+    if (refused) return quotaRefusal(refused, w);
+    if (accepted) return duplicate(w);
+    w.services.countFrame('DUPLICATE');
+    return {
+      type: 'refused',
+      kind: 'held',
+      message:
+        'duplicate: this event is in flight through this gateway; send it again if it is refused',
+    } satisfies WriteOutcome;
+  });
 };
 
 /** The senders pay before the gateway verifies (a forgery's refusal still says invalid). */

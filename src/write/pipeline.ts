@@ -50,6 +50,7 @@ export function senderIdentities(
 
 export async function runWrite(services: WriteServices, req: WriteRequest): Promise<WriteOutcome> {
   const w = writeState(services, req);
+  let forwarded = false;
   try {
     for (const check of WRITE_CHECKS) {
       // Most checks pass most writes by synchronously: no promise, no turn, for those.
@@ -57,12 +58,16 @@ export async function runWrite(services: WriteServices, req: WriteRequest): Prom
       const outcome = result instanceof Promise ? await result : result;
       if (outcome) return outcome;
     }
+    services.forwarded(w.nodeId, w.bytes, w.cost);
+    const ticket = ticketOf(w);
+    forwarded = ticket !== undefined;
+    return { type: 'forward', plan: w.plan, ticket };
   } finally {
     // The charge is counted (or given back) by now: what was reserved for it is not held.
     if (w.reserved > 0) services.headroom.release(w.author.key, w.reserved);
+    // Its id stays awaited while a ticket awaits the relay's answer (ticket.ts lets it go).
+    if (w.awaits && !forwarded) services.seen.settled(w.event.id);
   }
-  services.forwarded(w.nodeId, w.bytes, w.cost);
-  return { type: 'forward', plan: w.plan, ticket: ticketOf(w) };
 }
 
 /** Built field by field, every field always set: one shape for every write (no spread). */
@@ -86,6 +91,7 @@ function writeState(services: WriteServices, req: WriteRequest): WriteState {
     path: 'off',
     cost: 0,
     reserved: 0,
+    awaits: false,
     forged: false,
     hashed: false,
     sender,

@@ -30,14 +30,41 @@ export interface SeenStore {
   keyPrefix: () => string;
 }
 
+/** How long an id forwarded is taken as awaited at most, should its ticket never settle. */
+const AWAITED_MAX_MS = 30_000;
+
 export class SeenIds {
   private readonly accepted: LRUCache<string, true>;
+  /**
+   * Ids in their checks or forwarded through this process, the relay's answer awaited, with how many writes
+   * await each: a copy sent meanwhile (a replay from another connection) is answered without
+   * charging its author again, so replays sent at once hold at most one charge a process.
+   */
+  private readonly awaited: LRUCache<string, number>;
 
   constructor(
     max: number,
     private readonly store: SeenStore,
   ) {
     this.accepted = new LRUCache<string, true>({ max, ttlAutopurge: false });
+    this.awaited = new LRUCache<string, number>({ max, ttl: AWAITED_MAX_MS, ttlAutopurge: false });
+  }
+
+  /** A write of `id` is in its checks or forwarded: awaited until `settled(id)`. */
+  forwarded(id: string): void {
+    this.awaited.set(id, (this.awaited.get(id) ?? 0) + 1);
+  }
+
+  /** The relay's answer for one write of `id` is in (or lost). */
+  settled(id: string): void {
+    const left = (this.awaited.get(id) ?? 0) - 1;
+    if (left > 0) this.awaited.set(id, left);
+    else this.awaited.delete(id);
+  }
+
+  /** Forwarded through this process and its answer still awaited. */
+  awaitedHere(id: string): boolean {
+    return this.awaited.has(id);
   }
 
   /** Seen stored through this process (memory only, no round trip). */

@@ -37,6 +37,8 @@ export interface SettleServices {
   claim(event: TicketTerms['event'], shared: boolean, policy: Policy): Promise<void>;
   verify(event: Event): boolean;
   countInvalid(): void;
+  /** The write's answer is in: its id is no longer awaited here. */
+  settled(id: string): void;
 }
 
 /** What settling did, in order, and whether the relay's `invalid:` proved a forgery. */
@@ -65,6 +67,7 @@ export class WriteTicket {
   async settle(verdict: RelayVerdict): Promise<Settled> {
     if (this.settled) return NOTHING;
     this.settled = true;
+    this.services.settled(this.terms.event.id);
     if (this.terms.mode === 'off') return NOTHING;
     return this.terms.mode === 'relay' ? this.settleLate(verdict) : this.settleAhead(verdict);
   }

@@ -73,6 +73,8 @@ export interface WriteState extends WriteRequest {
   plan: ChargePlan;
   /** Points reserved in the author's headroom while the checks run (the hashed path). */
   reserved: number;
+  /** Its id marked awaited here by acceptedHere (see SeenIds.forwarded). */
+  awaits: boolean;
   /** The fee's refusal, when it was refused and the write may still be found forged. */
   feeRefused: PlanRefusal | undefined;
 }

@@ -79,10 +79,12 @@ describe(
       );
       sockets.push(...replayers);
       for (const r of replayers) r.send(['EVENT', stolen]);
+      // Each is answered duplicate: by the relay (the first forwarded), or here while that one
+      // awaits its answer (not accepted: it may yet be refused), or here from memory after.
       for (const r of replayers) {
         const ok = await r.okFor(stolen.id);
-        assert.equal(ok[2], true, `a replay is accepted as already held: ${JSON.stringify(ok)}`);
-        assert.match(String(ok[3]), /^duplicate:/);
+        assert.match(String(ok[3]), /^duplicate:/, JSON.stringify(ok));
+        if (ok[2] === false) assert.match(String(ok[3]), /in flight through this gateway/);
       }
       // And again through the first gateway, which answers from memory.
       const late = await sendFrom(first, '127.0.25.30', stolen, sockets);
@@ -110,9 +112,7 @@ describe(
 
     it(
       'the relay slow: replays held on the second gateway leave the victim room for its own event',
-      {
-        todo: 'bug (fe3fc38): an event charged on its hash is claimed nowhere, so its replays through a gateway where its author is unknown are verified, found unclaimed and charged as new, up to the whole limit: against a slow relay they hold every point (the victim refused rate-limited: meanwhile), and those refused over the limit stay counted against the victim once the duplicate: answers give the rest back (it pays for replays it never sent)',
-      },
+      { timeout: 60_000 },
       async () => {
         const { pk, event, stolen } = await writtenThroughFirst('127.0.26.2');
 
