@@ -61,6 +61,6 @@ function settleServices(
     },
     verify: verifySignature,
     countInvalid: () => countFrame('INVALID_SIGNATURE'),
-    settled: (id) => seen.settled(id),
+    settled: (event) => seen.settled(event),
   };
 }

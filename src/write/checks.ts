@@ -88,18 +88,21 @@ export const heldOnConnection: WriteCheck = (w) => {
 
 /** Which path the write takes (see the module's comment): decided before anything is charged. */
 export const route: WriteCheck = (w) => {
-  const { services, event } = w;
   if (w.mode !== 'off' && liftable(w)) w.path = 'lifted';
-  else if (
-    w.mode === 'gateway' &&
-    !w.forged &&
-    (w.hashed || services.hashMatches(event)) &&
-    onHash(w)
-  )
-    w.path = 'hashed';
+  else if (w.mode === 'gateway' && idMatches(w) && onHash(w)) w.path = 'hashed';
   else w.path = w.mode === 'gateway' ? 'verified' : w.mode;
   return undefined;
 };
+
+/**
+ * Whether the id is the content's hash; a match is remembered (w.hashed), so no later check
+ * hashes it again. A mismatch is left to the checks that refuse it (idMatchesContent, signature).
+ */
+function idMatches(w: WriteState): boolean {
+  if (w.hashed) return !w.forged;
+  w.hashed = w.services.hashMatches(w.event);
+  return w.hashed;
+}
 
 /**
  * nostr.verify auto, and the author had room to spare at its last charge, counting what
@@ -144,16 +147,20 @@ export const liftedSignature: WriteCheck = (w) => {
 /**
  * hashed or verified: a replay of what a relay accepted through this process, answered from
  * memory; or a copy of a write forwarded through it whose answer is awaited (a replay sent at
- * once from another connection), answered without charging its author: its senders pay.
+ * once from another connection: the same id and signature, so a forgery of the id cannot hold
+ * back the genuine event), answered without charging its author: its senders pay.
  */
 export const acceptedHere: WriteCheck = (w) => {
   if (!on(w, 'hashed', 'verified')) return undefined;
   const { seen } = w.services;
+  // The hashed path matched the id to the content already; a verified one is matched here
+  // (a copy with another content under the same id and signature is a forgery, not a copy).
+  if (on(w, 'verified') && !idMatches(w)) return undefined;
   const accepted = seen.here(w.event.id);
-  if (!accepted && !seen.awaitedHere(w.event.id)) {
+  if (!accepted && !seen.awaitedHere(w.event)) {
     // Awaited from now (before this write awaits anything): runWrite lets it go unless the
     // write is forwarded, whose ticket does when the relay answers.
-    seen.forwarded(w.event.id);
+    seen.forwarded(w.event);
     w.awaits = true;
     return undefined;
   }

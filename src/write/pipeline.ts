@@ -66,7 +66,7 @@ export async function runWrite(services: WriteServices, req: WriteRequest): Prom
     // The charge is counted (or given back) by now: what was reserved for it is not held.
     if (w.reserved > 0) services.headroom.release(w.author.key, w.reserved);
     // Its id stays awaited while a ticket awaits the relay's answer (ticket.ts lets it go).
-    if (w.awaits && !forwarded) services.seen.settled(w.event.id);
+    if (w.awaits && !forwarded) services.seen.settled(w.event);
   }
 }
 

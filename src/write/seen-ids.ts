@@ -3,6 +3,7 @@
  * the claim): in this process's memory, and shared through Valkey for ids the gateway verified.
  */
 import { LRUCache } from 'lru-cache';
+import type { Event } from 'nostr-tools/pure';
 import type { KeyValue } from '../store/index.js';
 import { StoreError } from '../store/index.js';
 
@@ -30,14 +31,21 @@ export interface SeenStore {
   keyPrefix: () => string;
 }
 
+/** What makes two writes copies of one event: its id and its signature. */
+type Copy = Pick<Event, 'id' | 'sig'>;
+
+function copyOf(event: Copy): string {
+  return `${event.id}:${event.sig}`;
+}
+
 /** How long an id forwarded is taken as awaited at most, should its ticket never settle. */
 const AWAITED_MAX_MS = 30_000;
 
 export class SeenIds {
   private readonly accepted: LRUCache<string, true>;
   /**
-   * Ids in their checks or forwarded through this process, the relay's answer awaited, with how many writes
-   * await each: a copy sent meanwhile (a replay from another connection) is answered without
+   * Events (id and signature) in their checks or forwarded through this process, the relay's
+   * answer awaited, with how many writes await each: a copy sent meanwhile (a replay from another connection) is answered without
    * charging its author again, so replays sent at once hold at most one charge a process.
    */
   private readonly awaited: LRUCache<string, number>;
@@ -50,26 +58,28 @@ export class SeenIds {
     this.awaited = new LRUCache<string, number>({ max, ttl: AWAITED_MAX_MS, ttlAutopurge: false });
   }
 
-  /** A write of `id` is in its checks or forwarded: awaited until `settled(id)`. */
-  forwarded(id: string): void {
-    this.awaited.set(id, (this.awaited.get(id) ?? 0) + 1);
+  /** A write of this event is in its checks or forwarded: awaited until `settled`. */
+  forwarded(event: Copy): void {
+    const copy = copyOf(event);
+    this.awaited.set(copy, (this.awaited.get(copy) ?? 0) + 1);
   }
 
-  /** The relay's answer for one write of `id` is in (or lost). */
-  settled(id: string): void {
-    const left = (this.awaited.get(id) ?? 0) - 1;
-    if (left > 0) this.awaited.set(id, left);
-    else this.awaited.delete(id);
-  }
-
-  /** Forwarded through this process and its answer still awaited. */
-  awaitedHere(id: string): boolean {
-    return this.awaited.has(id);
+  /** The relay's answer for one write of this event is in (or lost). */
+  settled(event: Copy): void {
+    const copy = copyOf(event);
+    const left = (this.awaited.get(copy) ?? 0) - 1;
+    if (left > 0) this.awaited.set(copy, left);
+    else this.awaited.delete(copy);
   }
 
   /** Seen stored through this process (memory only, no round trip). */
   here(id: string): boolean {
     return this.accepted.has(id);
+  }
+
+  /** This very event (id and signature) is in its checks or forwarded through this process. */
+  awaitedHere(event: Copy): boolean {
+    return this.awaited.has(copyOf(event));
   }
 
   /**

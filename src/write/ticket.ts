@@ -18,7 +18,7 @@ export type RelayVerdict = 'stored' | 'duplicate' | 'refused' | 'invalid' | 'los
 export type AuthorMode = 'gateway' | 'relay' | 'off';
 
 export interface TicketTerms {
-  event: Pick<Event, 'id' | 'pubkey' | 'created_at'>;
+  event: Pick<Event, 'id' | 'pubkey' | 'created_at' | 'sig'>;
   mode: AuthorMode;
   /** The author's identity, charged late under `relay`. */
   author?: Identity;
@@ -37,8 +37,8 @@ export interface SettleServices {
   claim(event: TicketTerms['event'], shared: boolean, policy: Policy): Promise<void>;
   verify(event: Event): boolean;
   countInvalid(): void;
-  /** The write's answer is in: its id is no longer awaited here. */
-  settled(id: string): void;
+  /** The write's answer is in: the event is no longer awaited here. */
+  settled(event: Pick<Event, 'id' | 'sig'>): void;
 }
 
 /** What settling did, in order, and whether the relay's `invalid:` proved a forgery. */
@@ -67,7 +67,7 @@ export class WriteTicket {
   async settle(verdict: RelayVerdict): Promise<Settled> {
     if (this.settled) return NOTHING;
     this.settled = true;
-    this.services.settled(this.terms.event.id);
+    this.services.settled(this.terms.event);
     if (this.terms.mode === 'off') return NOTHING;
     return this.terms.mode === 'relay' ? this.settleLate(verdict) : this.settleAhead(verdict);
   }

@@ -59,6 +59,17 @@ function setUp() {
   };
   const send = (event: Event) =>
     under.admission.frame(conn, Buffer.from(JSON.stringify(['EVENT', event])), false);
+  /** A second connection, from another address, and what it sends. */
+  const otherConnection = () => {
+    const other: ConnectionFacts = {
+      ...conn,
+      ip: '203.0.113.31',
+      session: under.admission.newSession(),
+    };
+    const from = (e: Event) =>
+      under.admission.frame(other, Buffer.from(JSON.stringify(['EVENT', e])), false);
+    return { other, from };
+  };
   /** The relay's answer, as the pump hands it to the session; what the session asked is done. */
   const relay = async (message: unknown[]): Promise<string[]> => {
     const actions = conn.session.relay(Buffer.from(JSON.stringify(message)));
@@ -82,6 +93,7 @@ function setUp() {
     decider,
     conn,
     send,
+    otherConnection,
     relay,
     relayClaims,
     paid,
@@ -230,7 +242,7 @@ describe(
     });
 
     it('an author known over its limit is refused before its signature is checked; a replay is still a duplicate', async () => {
-      const { under, conn, send, relay, genuine, badSignature } = setUp();
+      const { otherConnection, send, relay, genuine, badSignature } = setUp();
       const first = genuine(0);
       await send(first);
       await relay(['OK', first.id, true, '']);
@@ -242,13 +254,7 @@ describe(
         else assert.match(String(verdict.reply?.[3]), /^rate-limited:/);
       }
       // From another address (this one spent its own quota on those frames).
-      const other: ConnectionFacts = {
-        ...conn,
-        ip: '203.0.113.31',
-        session: under.admission.newSession(),
-      };
-      const from = (e: Event) =>
-        under.admission.frame(other, Buffer.from(JSON.stringify(['EVENT', e])), false);
+      const { other, from } = otherConnection();
       const forged = await from(badSignature(99));
       assert.equal(forged.forward, false);
       assert.match(String(forged.reply?.[3]), /^rate-limited:/, 'refused unverified');
@@ -257,7 +263,7 @@ describe(
     });
 
     it('only a verified event is claimed for every gateway; one charged on its hash is remembered here', async () => {
-      const { under, conn, send, relayClaims, paid, genuine } = setUp();
+      const { under, otherConnection, send, relayClaims, paid, genuine } = setUp();
       // 8 points, a margin of 2: the first six are charged on their hash, the seventh verified.
       const hashed = Array.from({ length: 6 }, (_, n) => genuine(n));
       for (const e of hashed) {
@@ -274,21 +280,31 @@ describe(
       );
       // A replay of either through this process is answered from memory, its author spared
       // (sent from another address: this one has spent its own quota on those seven).
-      const other: ConnectionFacts = {
-        ...conn,
-        ip: '203.0.113.31',
-        session: under.admission.newSession(),
-      };
+      const { from } = otherConnection();
       for (const e of [verified, hashed[0]!]) {
-        const again = await under.admission.frame(
-          other,
-          Buffer.from(JSON.stringify(['EVENT', e])),
-          false,
-        );
+        const again = await from(e);
         assert.equal(again.forward, false);
         assert.match(String(again.reply?.[3]), /^duplicate:/);
       }
       assert.equal(await paid(), 7);
+    });
+
+    it('a copy of an event in flight here is answered without charging its author; a forged copy is judged as ever', async () => {
+      const { otherConnection, send, relay, paid, genuine } = setUp();
+      const event = genuine(1);
+      assert.equal((await send(event)).forward, true, 'charged on its hash, awaited');
+      const { from } = otherConnection();
+      const copy = await from(event);
+      assert.equal(copy.forward, false);
+      assert.deepEqual(copy.reply?.slice(0, 3), ['OK', event.id, false]);
+      assert.match(String(copy.reply?.[3]), /^duplicate: this event is in flight/);
+      // Another signature under the same id is no copy: verified (the author known now, with
+      // room: on its hash), so it cannot hold the genuine event back.
+      const forged = { ...event, sig: genuine(2).sig };
+      assert.equal((await from(forged)).forward, true, 'judged as any write of its author');
+      assert.equal(await paid(), 2, 'the copy cost its author nothing');
+      await relay(['OK', event.id, true, '']);
+      assert.match(String((await from(event)).reply?.[3]), /^duplicate:/, 'then from memory');
     });
 
     it('forgeries sent at once from many connections hold at most the remaining points less the margin', async () => {
