@@ -145,10 +145,11 @@ export const liftedSignature: WriteCheck = (w) => {
 };
 
 /**
- * hashed or verified: a replay of what a relay accepted through this process, answered from
- * memory; or a copy of a write forwarded through it whose answer is awaited (a replay sent at
- * once from another connection: the same id and signature, so a forgery of the id cannot hold
- * back the genuine event), answered without charging its author: its senders pay.
+ * hashed: a replay of what a relay accepted through this process, answered from memory (on
+ * the verified path the signature is checked first: see `replay`). hashed or verified: a copy
+ * of a write forwarded through this process whose answer is awaited (a replay sent at once
+ * from another connection: the same id and signature, so a forgery of the id cannot hold back
+ * the genuine event), answered without charging its author. The senders pay either way.
  */
 export const acceptedHere: WriteCheck = (w) => {
   if (!on(w, 'hashed', 'verified')) return undefined;
@@ -156,7 +157,7 @@ export const acceptedHere: WriteCheck = (w) => {
   // The hashed path matched the id to the content already; a verified one is matched here
   // (a copy with another content under the same id and signature is a forgery, not a copy).
   if (on(w, 'verified') && !idMatches(w)) return undefined;
-  const accepted = seen.here(w.event.id);
+  const accepted = on(w, 'hashed') && seen.here(w.event.id);
   if (!accepted && !seen.awaitedHere(w.event)) {
     // Awaited from now (before this write awaits anything): runWrite lets it go unless the
     // write is forwarded, whose ticket does when the relay answers.
