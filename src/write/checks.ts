@@ -158,10 +158,10 @@ export const acceptedHere: WriteCheck = (w) => {
   // (a copy with another content under the same id and signature is a forgery, not a copy).
   if (on(w, 'verified') && !idMatches(w)) return undefined;
   const accepted = on(w, 'hashed') && seen.here(w.event.id);
-  if (!accepted && !seen.awaitedHere(w.event)) {
+  if (!accepted && !seen.inFlight(w.event)) {
     // Awaited from now (before this write awaits anything): runWrite lets it go unless the
     // write is forwarded, whose ticket does when the relay answers.
-    seen.forwarded(w.event);
+    seen.begin(w.event);
     w.awaits = true;
     return undefined;
   }

@@ -59,7 +59,7 @@ export class SeenIds {
   }
 
   /** A write of this event is in its checks or forwarded: awaited until `settled`. */
-  forwarded(event: Copy): void {
+  begin(event: Copy): void {
     const copy = copyOf(event);
     this.awaited.set(copy, (this.awaited.get(copy) ?? 0) + 1);
   }
@@ -78,7 +78,7 @@ export class SeenIds {
   }
 
   /** This very event (id and signature) is in its checks or forwarded through this process. */
-  awaitedHere(event: Copy): boolean {
+  inFlight(event: Copy): boolean {
     return this.awaited.has(copyOf(event));
   }
 

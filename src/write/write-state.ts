@@ -73,7 +73,7 @@ export interface WriteState extends WriteRequest {
   plan: ChargePlan;
   /** Points reserved in the author's headroom while the checks run (the hashed path). */
   reserved: number;
-  /** Its id marked awaited here by acceptedHere (see SeenIds.forwarded). */
+  /** Its id marked awaited here by acceptedHere (see SeenIds.begin). */
   awaits: boolean;
   /** The fee's refusal, when it was refused and the write may still be found forged. */
   feeRefused: PlanRefusal | undefined;
