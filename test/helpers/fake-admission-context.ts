@@ -185,6 +185,7 @@ export function admissionUnderTest(
     pool,
     metrics: metricsFor(board, pool),
     log: silent,
+    board,
   };
   const admission = new Admission(ctx);
   return { admission, config, decider, kv, ctx };
