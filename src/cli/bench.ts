@@ -9,6 +9,7 @@ import { registerSpikeBench } from './bench-spike.js';
 import { registerStepBench } from './bench-step.js';
 import { registerScaleBench } from './bench-scale.js';
 import { registerScaleFleetBench } from './bench-scale-fleet.js';
+import { registerAdaptiveWorkBench } from './bench-adaptive-work.js';
 import { registerOomBench, registerOomProbe } from './bench-oom.js';
 import { InvalidArgumentError } from 'commander';
 import { collect, positiveInt } from './flags.js';
@@ -28,6 +29,7 @@ export function registerBench(program: Command): void {
   registerStepBench(bench);
   registerScaleBench(bench);
   registerScaleFleetBench(bench);
+  registerAdaptiveWorkBench(bench);
   registerOomBench(bench);
   registerOomProbe(bench);
   bench
