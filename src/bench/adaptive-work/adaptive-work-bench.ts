@@ -22,8 +22,8 @@ import { withBenchValkey } from '../own-valkey.js';
 import { BENCH_ADMIN_TOKEN } from '../run/gateway-config.js';
 
 const NODE = 'relay-a';
-/** Answers still in flight at a step's end are awaited this long. */
-const GRACE_MS = 1000;
+/** Answers still in flight at a step's end are awaited at most this long. */
+const GRACE_MS = 10_000;
 
 export interface AdaptiveWorkBenchOptions {
   multipliers: number[];
@@ -56,11 +56,14 @@ export interface AdaptiveWorkStep {
 /** One WebSocket to the gateway, named by its forwarded address; counts its OKs. */
 class Writer {
   accepted = 0;
+  answered = 0;
   sent = 0;
   private constructor(private readonly ws: WebSocket) {
     ws.on('message', (data: Buffer) => {
       const msg = JSON.parse(data.toString()) as unknown[];
-      if (msg[0] === 'OK' && msg[2] === true) this.accepted++;
+      if (msg[0] !== 'OK') return;
+      this.answered++;
+      if (msg[2] === true) this.accepted++;
     });
   }
 
@@ -82,6 +85,7 @@ class Writer {
 
   reset(): void {
     this.accepted = 0;
+    this.answered = 0;
     this.sent = 0;
   }
 
@@ -125,6 +129,14 @@ function gatewayConfig(
       },
     },
   };
+}
+
+/** Until every event sent has its OK (or the deadline: what is unanswered counts as refused). */
+async function allAnswered(writers: Writer[], ms: number): Promise<void> {
+  const deadline = performance.now() + ms;
+  while (writers.some((w) => w.answered < w.sent) && performance.now() < deadline) {
+    await sleep(20);
+  }
 }
 
 async function setMultiplier(gw: RunningGateway, m: number): Promise<void> {
@@ -197,7 +209,7 @@ export async function runAdaptiveWorkBench(
               await sleep(1000 / o.memberPerSec);
             }
             counting = false;
-            await sleep(GRACE_MS);
+            await allAnswered([...spam, member], GRACE_MS);
             const seconds = o.secondsPerStep;
             const sent = spam.reduce((s, w) => s + w.sent, 0);
             const accepted = spam.reduce((s, w) => s + w.accepted, 0);
