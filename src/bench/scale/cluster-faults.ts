@@ -12,6 +12,8 @@ import { parseClusterNodes } from '../../valkey/cluster.js';
 import type { ClusterNodeView } from '../../valkey/cluster.js';
 
 const POLL_MS = 50;
+/** Connecting to a node for administration: generous, the machine is under load by design. */
+export const ADMIN_TIMEOUT_MS = 5000;
 
 /** Whether a view's slot ranges hold `slot`. */
 export function servesSlot(view: Pick<ClusterNodeView, 'slots'>, slot: number): boolean {
@@ -22,7 +24,7 @@ export function servesSlot(view: Pick<ClusterNodeView, 'slots'>, slot: number): 
 }
 
 export async function clusterViews(node: NodeAddress): Promise<ClusterNodeView[]> {
-  const conn = await openNodeConnection(node);
+  const conn = await openNodeConnection(node, ADMIN_TIMEOUT_MS);
   try {
     return parseClusterNodes(String(await conn.call('CLUSTER', 'NODES')));
   } finally {
@@ -68,7 +70,7 @@ export async function awaitTakeover(
 }
 
 async function clusterStateOk(node: NodeAddress): Promise<boolean> {
-  const conn = await openNodeConnection(node);
+  const conn = await openNodeConnection(node, ADMIN_TIMEOUT_MS);
   try {
     return /cluster_state:ok/.test(String(await conn.call('CLUSTER', 'INFO')));
   } finally {
@@ -95,8 +97,8 @@ export async function migrateSlot(
   primaries: readonly NodeAddress[],
   pauseMs: number,
 ): Promise<SlotMove> {
-  const from = await openNodeConnection(source.address);
-  const to = await openNodeConnection(target.address);
+  const from = await openNodeConnection(source.address, ADMIN_TIMEOUT_MS);
+  const to = await openNodeConnection(target.address, ADMIN_TIMEOUT_MS);
   const startedAt = performance.now();
   let keys = 0;
   try {
@@ -128,7 +130,7 @@ export async function migrateSlot(
 async function setSlotOn(node: NodeAddress, slot: number, owner: string): Promise<void> {
   let conn: NodeConnection | undefined;
   try {
-    conn = await openNodeConnection(node);
+    conn = await openNodeConnection(node, ADMIN_TIMEOUT_MS);
     await conn.call('CLUSTER', 'SETSLOT', slot, 'NODE', owner);
   } finally {
     conn?.close();

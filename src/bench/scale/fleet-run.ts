@@ -28,7 +28,14 @@ import { startInstance, stopInstance } from '../../valkey/embedded.js';
 import type { ClusterNodeView } from '../../valkey/cluster.js';
 import { eventPool, preload } from '../run/event-pool.js';
 import { configOverBound } from './bound.js';
-import { awaitTakeover, clusterViews, migrateSlot, ownerOf, servesSlot } from './cluster-faults.js';
+import {
+  ADMIN_TIMEOUT_MS,
+  awaitTakeover,
+  clusterViews,
+  migrateSlot,
+  ownerOf,
+  servesSlot,
+} from './cluster-faults.js';
 import {
   FLEET_ADMIN_TOKEN,
   FLEET_NODE,
@@ -171,7 +178,7 @@ export async function runFleet(
     const hotOwner = views.find((v) => v.role === 'primary' && servesSlot(v, hotSlot))!;
     // Pub/sub goes through a node that is neither killed nor moved to: a replica elsewhere.
     const stable = views.find((v) => v.role === 'replica' && v.primaryId !== hotOwner.id)!;
-    channel = await openNodeConnection({ host: HOST, port: stable.port });
+    channel = await openNodeConnection({ host: HOST, port: stable.port }, ADMIN_TIMEOUT_MS);
     store = await createStore({ client: DEFAULT_CLIENT, mode: 'cluster', nodes: [nodes[0]!] });
     const publisher = new ReportPublisher(store, channel);
 
@@ -288,7 +295,7 @@ export async function runFleet(
 }
 
 async function setNodeTimeout(node: NodeAddress, ms: number): Promise<void> {
-  const conn = await openNodeConnection(node);
+  const conn = await openNodeConnection(node, ADMIN_TIMEOUT_MS);
   try {
     await conn.call('CONFIG', 'SET', 'cluster-node-timeout', ms);
   } finally {
