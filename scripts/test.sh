@@ -60,6 +60,7 @@ RELAY_FILES=(
   dist/test/integration/third-party-auth.test.js
   dist/test/integration/relay-impl.test.js
   dist/test/integration/readme-path.test.js
+  dist/test/hostile/khatru-unparsable-signatures.test.js
 )
 RELAY_BUILD_WAIT_SEC="${SLUICE_TEST_RELAY_BUILD_WAIT_SEC:-1500}"
 relay_build_pids=()

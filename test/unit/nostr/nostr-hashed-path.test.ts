@@ -188,6 +188,27 @@ describe(
       assert.equal(await paid(), 1);
     });
 
+    it("a forgery a relay refuses without invalid: (khatru's error: for a signature it cannot parse) is confirmed here and counted the same", async () => {
+      const { conn, send, relay, paid, genuine } = setUp();
+      const first = genuine(0);
+      await send(first);
+      await relay(['OK', first.id, true, '']);
+      const kinds: string[][] = [];
+      for (let n = 1; n <= 3; n++) {
+        // r at 2^256 - 1, past the field's prime: khatru's parser refuses it before verifying.
+        const bad = { ...genuine(n), sig: 'f'.repeat(64) + genuine(n).sig.slice(64) };
+        assert.equal((await send(bad)).forward, true);
+        kinds.push(await relay(['OK', bad.id, false, 'error: failed to verify signature']));
+      }
+      assert.deepEqual(kinds, [
+        ['refund-author', 'invalid'],
+        ['refund-author', 'invalid'],
+        ['refund-author', 'invalid', 'close'],
+      ]);
+      assert.equal(conn.session.invalidEvents, 3);
+      assert.equal(await paid(), 1);
+    });
+
     it("a relay's invalid: for an event that verifies counts nothing against the sender", async () => {
       const { conn, send, relay, genuine } = setUp();
       const [a, b] = [genuine(0), genuine(1)];

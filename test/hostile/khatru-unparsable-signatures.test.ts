@@ -1,0 +1,111 @@
+/**
+ * Attack, in front of the khatru relay: forgeries in a known author's name (charged to it on
+ * their hash and forwarded) whose signature khatru cannot even parse (r = 2^256 - 1, past the
+ * field's prime). khatru answers those `error: failed to verify signature`, not `invalid:`;
+ * the gateway checks every refusal of an event it forwarded on its hash, so they are given
+ * back to the author and counted against the connection like any forgery (closed at the
+ * bound, 1008). Skipped, with the reason, where the khatru relay is not built.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { finalizeEvent, generateSecretKey, getEventHash, getPublicKey } from 'nostr-tools/pure';
+import type { Event } from 'nostr-tools/pure';
+import type { ThirdPartyRelay } from '../../src/bench/run/relay-process.js';
+import { NostrClient, admin, startGateway } from '../helpers/gateway.js';
+import type { GatewayUnderTest } from '../helpers/gateway.js';
+import { stopAll } from '../helpers/processes.js';
+import { RawNostr } from '../helpers/raw-nostr.js';
+import { relayUnderSuite } from '../helpers/third-party-relays.js';
+
+const KHATRU = relayUnderSuite('khatru');
+const MAX_INVALID = 3;
+
+describe(
+  'signatures khatru cannot parse, on the hashed path',
+  { timeout: 60_000, skip: KHATRU.skip },
+  () => {
+    let relay: ThirdPartyRelay | undefined;
+    let gw: GatewayUnderTest | undefined;
+    const clients: NostrClient[] = [];
+
+    before(async () => {
+      const dir = mkdtempSync(path.join(os.tmpdir(), 'sluice-khatru-sigs-'));
+      relay = await KHATRU.kind.start(dir, () => undefined);
+      gw = await startGateway('iovalkey', 'standalone', [{ id: 'relay-a', url: relay.url }], {
+        healthCheck: { path: '/', intervalMs: 500 },
+        identity: { order: ['pubkey', 'ip'] },
+        nostr: { verify: 'auto', maxInvalidEvents: MAX_INVALID },
+        quotas: {
+          keyPrefix: `khsig${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`,
+          tiers: { default: { write: { points: 100, windowSec: 60 } } },
+        },
+      });
+    });
+
+    after(async () => {
+      for (const c of clients) c.close();
+      await stopAll(gw?.proc);
+      await relay?.stop();
+    });
+
+    it("are given back to their author and close the forger's connection", async () => {
+      const sk = generateSecretKey();
+      const victimKey = getPublicKey(sk);
+      const victim = await NostrClient.connect(gw!.url, '127.0.22.5');
+      clients.push(victim);
+      const mine = (n: number) =>
+        finalizeEvent(
+          { kind: 1, created_at: Math.floor(Date.now() / 1000), tags: [], content: `mine ${n}` },
+          sk,
+        );
+      // One write: this gateway now knows the victim has room, so events in its name are
+      // charged to it on their hash alone, and the relay verifies them.
+      const first = mine(0);
+      const ok = await victim.okFor(first.id, ['EVENT', first]);
+      assert.equal(ok[2], true, JSON.stringify(ok));
+      const unparsable = (n: number): Event => {
+        const body = {
+          kind: 1,
+          created_at: Math.floor(Date.now() / 1000),
+          tags: [],
+          content: `not mine ${n}`,
+          pubkey: victimKey,
+        };
+        return { ...body, id: getEventHash(body), sig: 'f'.repeat(128) };
+      };
+      const attacker = await RawNostr.open(gw!.url, '127.0.22.6');
+      for (let i = 0; i < MAX_INVALID; i++) attacker.send(['EVENT', unparsable(i)]);
+      // The NOTICE comes with the close (1008), at the bound.
+      await attacker.until('the NOTICE that closes it', (m) => m.some((x) => x[0] === 'NOTICE'));
+      attacker.close();
+      const oks = attacker.received.filter((m) => m[0] === 'OK');
+      assert.equal(oks.length, MAX_INVALID, `each answered: ${JSON.stringify(attacker.received)}`);
+      assert.ok(
+        oks.every((m) => m[2] === false && String(m[3]) === 'error: failed to verify signature'),
+        `khatru's own words reach the client: ${JSON.stringify(oks)}`,
+      );
+      const notice = attacker.received.find((m) => m[0] === 'NOTICE');
+      assert.match(String(notice?.[1]), /^restricted: too many events that do not verify/);
+      // Every forgery's charge went back: the victim pays for its one event, and writes on.
+      const deadline = Date.now() + 10_000;
+      let consumed = -1;
+      while (Date.now() < deadline) {
+        const usage = await admin(gw!, 'GET', `/admin/clients/pk:${victimKey}`);
+        // What it paid: the count less the points leased to this gateway and not yet spent.
+        const { write } = JSON.parse(usage.body) as {
+          write: { consumed: number; lease?: { held: number } | null };
+        };
+        consumed = write.consumed - (write.lease?.held ?? 0);
+        if (consumed === 1) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      assert.equal(consumed, 1, "the victim's counter holds its own event only");
+      const next = mine(1);
+      const again = await victim.okFor(next.id, ['EVENT', next]);
+      assert.equal(again[2], true, 'the victim is served');
+    });
+  },
+);
