@@ -58,6 +58,7 @@ stop_bounded() {
 # whose toolchain is missing, or whose build fails or runs late, has its tests skip, saying why.
 RELAY_FILES=(
   dist/test/integration/third-party-auth.test.js
+  dist/test/integration/third-party-dialects.test.js
   dist/test/integration/relay-impl.test.js
   dist/test/integration/readme-path.test.js
   dist/test/hostile/khatru-unparsable-signatures.test.js
