@@ -11,11 +11,11 @@ import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { finalizeEvent, generateSecretKey, getEventHash, getPublicKey } from 'nostr-tools/pure';
-import type { Event } from 'nostr-tools/pure';
+import { generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import type { ThirdPartyRelay } from '../../src/bench/run/relay-process.js';
-import { NostrClient, admin, startGateway } from '../helpers/gateway.js';
+import { NostrClient, startGateway, writesConsumedReach } from '../helpers/gateway.js';
 import type { GatewayUnderTest } from '../helpers/gateway.js';
+import { inNameOf, signedEvent } from '../helpers/nostr-events.js';
 import { stopAll } from '../helpers/processes.js';
 import { RawNostr } from '../helpers/raw-nostr.js';
 import { relayUnderSuite } from '../helpers/third-party-relays.js';
@@ -56,26 +56,13 @@ describe(
       const victimKey = getPublicKey(sk);
       const victim = await NostrClient.connect(gw!.url, '127.0.22.5');
       clients.push(victim);
-      const mine = (n: number) =>
-        finalizeEvent(
-          { kind: 1, created_at: Math.floor(Date.now() / 1000), tags: [], content: `mine ${n}` },
-          sk,
-        );
+      const mine = (n: number) => signedEvent(1, `mine ${n}`, sk);
       // One write: this gateway now knows the victim has room, so events in its name are
       // charged to it on their hash alone, and the relay verifies them.
       const first = mine(0);
       const ok = await victim.okFor(first.id, ['EVENT', first]);
       assert.equal(ok[2], true, JSON.stringify(ok));
-      const unparsable = (n: number): Event => {
-        const body = {
-          kind: 1,
-          created_at: Math.floor(Date.now() / 1000),
-          tags: [],
-          content: `not mine ${n}`,
-          pubkey: victimKey,
-        };
-        return { ...body, id: getEventHash(body), sig: 'f'.repeat(128) };
-      };
+      const unparsable = (n: number) => inNameOf(victimKey, `not mine ${n}`, 'f'.repeat(128));
       const attacker = await RawNostr.open(gw!.url, '127.0.22.6');
       for (let i = 0; i < MAX_INVALID; i++) attacker.send(['EVENT', unparsable(i)]);
       // The NOTICE comes with the close (1008), at the bound.
@@ -90,19 +77,11 @@ describe(
       const notice = attacker.received.find((m) => m[0] === 'NOTICE');
       assert.match(String(notice?.[1]), /^restricted: too many events that do not verify/);
       // Every forgery's charge went back: the victim pays for its one event, and writes on.
-      const deadline = Date.now() + 10_000;
-      let consumed = -1;
-      while (Date.now() < deadline) {
-        const usage = await admin(gw!, 'GET', `/admin/clients/pk:${victimKey}`);
-        // What it paid: the count less the points leased to this gateway and not yet spent.
-        const { write } = JSON.parse(usage.body) as {
-          write: { consumed: number; lease?: { held: number } | null };
-        };
-        consumed = write.consumed - (write.lease?.held ?? 0);
-        if (consumed === 1) break;
-        await new Promise((r) => setTimeout(r, 100));
-      }
-      assert.equal(consumed, 1, "the victim's counter holds its own event only");
+      assert.equal(
+        await writesConsumedReach(gw!, `pk:${victimKey}`, 1),
+        1,
+        "the victim's counter holds its own event only",
+      );
       const next = mine(1);
       const again = await victim.okFor(next.id, ['EVENT', next]);
       assert.equal(again[2], true, 'the victim is served');
