@@ -3,7 +3,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { after, describe, it } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import { finalizeEvent, generateSecretKey } from 'nostr-tools/pure';
 import type { ThirdPartyRelay } from '../../src/bench/run/relay-process.js';
 import { PROJECT_ROOT } from '../../src/harness/paths.js';
@@ -40,8 +40,13 @@ for (const suite of relaysUnderSuite()) {
     `README: putting sluice in front of a relay (${suite.impl})`,
     { timeout: 240_000, skip: suite.skip },
     () => {
-      const work = mkdtempSync(path.join(tmpdir(), `sluice-readme-${suite.impl}-`));
-      const runDir = path.join(work, 'run');
+      // Made when the suite runs (not when it is skipped), removed after it.
+      let work = '';
+      let runDir = '';
+      before(() => {
+        work = mkdtempSync(path.join(tmpdir(), `sluice-readme-${suite.impl}-`));
+        runDir = path.join(work, 'run');
+      });
       const relays: ThirdPartyRelay[] = [];
       let gateway: SluiceProcess | undefined;
 
