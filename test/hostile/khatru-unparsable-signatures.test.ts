@@ -7,7 +7,7 @@
  * bound, 1008). Skipped, with the reason, where the khatru relay is not built.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -29,10 +29,11 @@ describe(
   () => {
     let relay: ThirdPartyRelay | undefined;
     let gw: GatewayUnderTest | undefined;
+    let dir: string | undefined;
     const clients: NostrClient[] = [];
 
     before(async () => {
-      const dir = mkdtempSync(path.join(os.tmpdir(), 'sluice-khatru-sigs-'));
+      dir = mkdtempSync(path.join(os.tmpdir(), 'sluice-khatru-sigs-'));
       relay = await KHATRU.kind.start(dir, () => undefined);
       gw = await startGateway('iovalkey', 'standalone', [{ id: 'relay-a', url: relay.url }], {
         healthCheck: { path: '/', intervalMs: 500 },
@@ -49,6 +50,7 @@ describe(
       for (const c of clients) c.close();
       await stopAll(gw?.proc);
       await relay?.stop();
+      if (dir) rmSync(dir, { recursive: true, force: true });
     });
 
     it("are given back to their author and close the forger's connection", async () => {

@@ -8,7 +8,7 @@
  * relay never sees it. Each relay's tests skip, with the reason, where it is not built.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -28,10 +28,11 @@ const PUBLIC_URL = 'wss://relay.example.test/';
 function relayAndGateway(suite: RelayUnderSuite, auth: boolean, nostr: Record<string, unknown>) {
   let relay: ThirdPartyRelay | undefined;
   let gw: GatewayUnderTest | undefined;
+  let dir: string | undefined;
   const clients: NostrClient[] = [];
 
   before(async () => {
-    const dir = mkdtempSync(path.join(os.tmpdir(), `sluice-${suite.impl}-auth-`));
+    dir = mkdtempSync(path.join(os.tmpdir(), `sluice-${suite.impl}-auth-`));
     relay = await suite.kind.start(
       dir,
       () => undefined,
@@ -53,6 +54,7 @@ function relayAndGateway(suite: RelayUnderSuite, auth: boolean, nostr: Record<st
     for (const c of clients) c.close();
     await stopAll(gw?.proc);
     await relay?.stop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
   return {

@@ -7,7 +7,7 @@
  * with the reason, where it is not built.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -35,13 +35,12 @@ for (const suite of relaysUnderSuite()) {
     let relay: ThirdPartyRelay | undefined;
     let direct: NostrClient | undefined;
     let gw: GatewayUnderTest | undefined;
+    let dir: string | undefined;
     const clients: NostrClient[] = [];
 
     before(async () => {
-      relay = await suite.kind.start(
-        mkdtempSync(path.join(os.tmpdir(), `sluice-${suite.impl}-dialect-`)),
-        () => undefined,
-      );
+      dir = mkdtempSync(path.join(os.tmpdir(), `sluice-${suite.impl}-dialect-`));
+      relay = await suite.kind.start(dir, () => undefined);
       direct = await NostrClient.connect(relay.url);
       gw = await startGateway('iovalkey', 'standalone', [{ id: 'relay-a', url: relay.url }], {
         healthCheck: { path: '/', intervalMs: 500 },
@@ -58,6 +57,7 @@ for (const suite of relaysUnderSuite()) {
       direct?.close();
       await stopAll(gw?.proc);
       await relay?.stop();
+      if (dir) rmSync(dir, { recursive: true, force: true });
     });
 
     it('refuses forgeries and bad ids, and says how it takes a repeat', async () => {
