@@ -7,18 +7,12 @@
  * bound, 1008). Skipped, with the reason, where the khatru relay is not built.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { generateSecretKey, getPublicKey } from 'nostr-tools/pure';
-import type { ThirdPartyRelay } from '../../src/bench/run/relay-process.js';
-import { NostrClient, startGateway, writesConsumedReach } from '../helpers/gateway.js';
-import type { GatewayUnderTest } from '../helpers/gateway.js';
+import { writesConsumedReach } from '../helpers/gateway.js';
 import { inNameOf, signedEvent } from '../helpers/nostr-events.js';
-import { stopAll } from '../helpers/processes.js';
 import { RawNostr } from '../helpers/raw-nostr.js';
-import { relayUnderSuite } from '../helpers/third-party-relays.js';
+import { relayBehindGateway, relayUnderSuite } from '../helpers/third-party-relays.js';
 
 const KHATRU = relayUnderSuite('khatru');
 const MAX_INVALID = 3;
@@ -27,37 +21,15 @@ describe(
   'signatures khatru cannot parse, on the hashed path',
   { timeout: 60_000, skip: KHATRU.skip },
   () => {
-    let relay: ThirdPartyRelay | undefined;
-    let gw: GatewayUnderTest | undefined;
-    let dir: string | undefined;
-    const clients: NostrClient[] = [];
-
-    before(async () => {
-      dir = mkdtempSync(path.join(os.tmpdir(), 'sluice-khatru-sigs-'));
-      relay = await KHATRU.kind.start(dir, () => undefined);
-      gw = await startGateway('iovalkey', 'standalone', [{ id: 'relay-a', url: relay.url }], {
-        healthCheck: { path: '/', intervalMs: 500 },
-        identity: { order: ['pubkey', 'ip'] },
-        nostr: { verify: 'auto', maxInvalidEvents: MAX_INVALID },
-        quotas: {
-          keyPrefix: `khsig${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`,
-          tiers: { default: { write: { points: 100, windowSec: 60 } } },
-        },
-      });
-    });
-
-    after(async () => {
-      for (const c of clients) c.close();
-      await stopAll(gw?.proc);
-      await relay?.stop();
-      if (dir) rmSync(dir, { recursive: true, force: true });
+    const setup = relayBehindGateway(KHATRU, {
+      identity: { order: ['pubkey', 'ip'] },
+      nostr: { verify: 'auto', maxInvalidEvents: MAX_INVALID },
     });
 
     it("are given back to their author and close the forger's connection", async () => {
       const sk = generateSecretKey();
       const victimKey = getPublicKey(sk);
-      const victim = await NostrClient.connect(gw!.url, '127.0.22.5');
-      clients.push(victim);
+      const victim = await setup.connect('127.0.22.5');
       const mine = (n: number) => signedEvent(1, `mine ${n}`, sk);
       // One write: this gateway now knows the victim has room, so events in its name are
       // charged to it on their hash alone, and the relay verifies them.
@@ -65,7 +37,7 @@ describe(
       const ok = await victim.okFor(first.id, ['EVENT', first]);
       assert.equal(ok[2], true, JSON.stringify(ok));
       const unparsable = (n: number) => inNameOf(victimKey, `not mine ${n}`, 'f'.repeat(128));
-      const attacker = await RawNostr.open(gw!.url, '127.0.22.6');
+      const attacker = await RawNostr.open(setup.gw().url, '127.0.22.6');
       for (let i = 0; i < MAX_INVALID; i++) attacker.send(['EVENT', unparsable(i)]);
       // The NOTICE comes with the close (1008), at the bound.
       await attacker.until('the NOTICE that closes it', (m) => m.some((x) => x[0] === 'NOTICE'));
@@ -80,7 +52,7 @@ describe(
       assert.match(String(notice?.[1]), /^restricted: too many events that do not verify/);
       // Every forgery's charge went back: the victim pays for its one event, and writes on.
       assert.equal(
-        await writesConsumedReach(gw!, `pk:${victimKey}`, 1),
+        await writesConsumedReach(setup.gw(), `pk:${victimKey}`, 1),
         1,
         "the victim's counter holds its own event only",
       );

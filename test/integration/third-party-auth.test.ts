@@ -8,64 +8,24 @@
  * relay never sees it. Each relay's tests skip, with the reason, where it is not built.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { makeAuthEvent } from 'nostr-tools/nip42';
 import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
-import type { ThirdPartyRelay } from '../../src/bench/run/relay-process.js';
-import { NostrClient, startGateway, writesConsumed } from '../helpers/gateway.js';
-import type { GatewayUnderTest } from '../helpers/gateway.js';
+import { writesConsumed } from '../helpers/gateway.js';
+import type { NostrClient } from '../helpers/gateway.js';
 import { relayHas, signedEvent } from '../helpers/nostr-events.js';
-import { stopAll } from '../helpers/processes.js';
-import { relaysUnderSuite } from '../helpers/third-party-relays.js';
+import { relayBehindGateway, relaysUnderSuite } from '../helpers/third-party-relays.js';
 import type { RelayUnderSuite } from '../helpers/third-party-relays.js';
 
 const PUBLIC_URL = 'wss://relay.example.test/';
 
 /** The relay (NIP-42 on when `auth`) behind a gateway with these nostr settings. */
 function relayAndGateway(suite: RelayUnderSuite, auth: boolean, nostr: Record<string, unknown>) {
-  let relay: ThirdPartyRelay | undefined;
-  let gw: GatewayUnderTest | undefined;
-  let dir: string | undefined;
-  const clients: NostrClient[] = [];
-
-  before(async () => {
-    dir = mkdtempSync(path.join(os.tmpdir(), `sluice-${suite.impl}-auth-`));
-    relay = await suite.kind.start(
-      dir,
-      () => undefined,
-      process.env,
-      auth ? { auth: { relayUrl: PUBLIC_URL } } : {},
-    );
-    gw = await startGateway('iovalkey', 'standalone', [{ id: 'relay-a', url: relay.url }], {
-      healthCheck: { path: '/', intervalMs: 500 },
-      identity: { order: ['auth', 'ip'] },
-      nostr: { publicUrl: PUBLIC_URL, ...nostr },
-      quotas: {
-        keyPrefix: `nrrauth${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`,
-        tiers: { default: { write: { points: 100, windowSec: 60 } } },
-      },
-    });
-  });
-
-  after(async () => {
-    for (const c of clients) c.close();
-    await stopAll(gw?.proc);
-    await relay?.stop();
-    if (dir) rmSync(dir, { recursive: true, force: true });
-  });
-
-  return {
-    gw: () => gw!,
-    relay: () => relay!,
-    connect: async (from: string) => {
-      const client = await NostrClient.connect(gw!.url, from);
-      clients.push(client);
-      return client;
-    },
-  };
+  return relayBehindGateway(
+    suite,
+    { identity: { order: ['auth', 'ip'] }, nostr: { publicUrl: PUBLIC_URL, ...nostr } },
+    auth ? { auth: { relayUrl: PUBLIC_URL } } : {},
+  );
 }
 
 /** AUTH as a fresh key over the challenge the client was sent; the key. */
@@ -143,14 +103,10 @@ for (const suite of relaysUnderSuite()) {
       it(`${name} itself refuses that AUTH (what the client is spared)`, async () => {
         // nostr-rs-relay with NIP-42 off refuses any AUTH; khatru always checks AUTH, and this
         // one names a relay URL that is not its own.
-        const direct = await NostrClient.connect(setup.relay().url);
-        try {
-          const auth = finalizeEvent(makeAuthEvent(PUBLIC_URL, 'any'), generateSecretKey());
-          const ok = await direct.okFor(auth.id, ['AUTH', auth]);
-          assert.equal(ok[2], false, JSON.stringify(ok));
-        } finally {
-          direct.close();
-        }
+        const direct = await setup.connectDirect();
+        const auth = finalizeEvent(makeAuthEvent(PUBLIC_URL, 'any'), generateSecretKey());
+        const ok = await direct.okFor(auth.id, ['AUTH', auth]);
+        assert.equal(ok[2], false, JSON.stringify(ok));
       });
     },
   );

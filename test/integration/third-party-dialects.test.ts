@@ -7,17 +7,11 @@
  * with the reason, where it is not built.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import type { ThirdPartyImpl } from '../../src/bench/run/config.js';
-import type { ThirdPartyRelay } from '../../src/bench/run/relay-process.js';
-import { NostrClient, startGateway, writesConsumedReach } from '../helpers/gateway.js';
-import type { GatewayUnderTest } from '../helpers/gateway.js';
-import { stopAll } from '../helpers/processes.js';
-import { relaysUnderSuite } from '../helpers/third-party-relays.js';
+import { writesConsumedReach } from '../helpers/gateway.js';
+import { relayBehindGateway, relaysUnderSuite } from '../helpers/third-party-relays.js';
 
 /** What each relay answers; a RegExp for the OK's message. */
 const DIALECT: Record<ThirdPartyImpl, { repeat: RegExp; unparsable: RegExp }> = {
@@ -32,66 +26,44 @@ for (const suite of relaysUnderSuite()) {
   const dialect = DIALECT[suite.impl];
 
   describe(`${suite.impl}: what it answers`, { timeout: 60_000, skip: suite.skip }, () => {
-    let relay: ThirdPartyRelay | undefined;
-    let direct: NostrClient | undefined;
-    let gw: GatewayUnderTest | undefined;
-    let dir: string | undefined;
-    const clients: NostrClient[] = [];
-
-    before(async () => {
-      dir = mkdtempSync(path.join(os.tmpdir(), `sluice-${suite.impl}-dialect-`));
-      relay = await suite.kind.start(dir, () => undefined);
-      direct = await NostrClient.connect(relay.url);
-      gw = await startGateway('iovalkey', 'standalone', [{ id: 'relay-a', url: relay.url }], {
-        healthCheck: { path: '/', intervalMs: 500 },
-        identity: { order: ['pubkey', 'ip'] },
-        quotas: {
-          keyPrefix: `dialect${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`,
-          tiers: { default: { write: { points: 100, windowSec: 60 } } },
-        },
-      });
-    });
-
-    after(async () => {
-      for (const c of clients) c.close();
-      direct?.close();
-      await stopAll(gw?.proc);
-      await relay?.stop();
-      if (dir) rmSync(dir, { recursive: true, force: true });
-    });
+    const setup = relayBehindGateway(suite, { identity: { order: ['pubkey', 'ip'] } });
 
     it('refuses forgeries and bad ids, and says how it takes a repeat', async () => {
       const event = note(`dialect ${suite.impl}`);
-      assert.deepEqual(await direct!.okFor(event.id, ['EVENT', event]), ['OK', event.id, true, '']);
-      const again = await NostrClient.connect(relay!.url);
-      clients.push(again);
+      const direct = await setup.connectDirect();
+      assert.deepEqual(await direct.okFor(event.id, ['EVENT', event]), ['OK', event.id, true, '']);
+      const again = await setup.connectDirect();
       const repeat = await again.okFor(event.id, ['EVENT', event]);
       assert.equal(repeat[2], true, JSON.stringify(repeat));
       assert.match(String(repeat[3]), dialect.repeat);
 
       const forged = { ...note('forged'), sig: event.sig };
-      const refused = await direct!.okFor(forged.id, ['EVENT', forged]);
+      const refused = await direct.okFor(forged.id, ['EVENT', forged]);
       assert.equal(refused[2], false);
       assert.match(String(refused[3]), /^invalid: /);
 
       const unparsable = { ...note('unparsable'), sig: 'f'.repeat(128) };
-      const answer = await direct!.okFor(unparsable.id, ['EVENT', unparsable]);
+      const answer = await direct.okFor(unparsable.id, ['EVENT', unparsable]);
       assert.equal(answer[2], false);
       assert.match(String(answer[3]), dialect.unparsable);
 
       const badId = { ...note('bad id'), content: 'changed' };
-      const bad = await direct!.okFor(badId.id, ['EVENT', badId]);
+      const bad = await direct.okFor(badId.id, ['EVENT', badId]);
       assert.equal(bad[2], false);
       assert.match(String(bad[3]), /^invalid: /);
     });
 
     it('serves NIP-11, and the gateway merges it', async () => {
-      const res = await fetch(`${relay!.url}/`, { headers: { accept: 'application/nostr+json' } });
+      const res = await fetch(`${setup.relay().url}/`, {
+        headers: { accept: 'application/nostr+json' },
+      });
       assert.equal(res.status, 200);
       const doc = (await res.json()) as { name?: string; supported_nips?: number[] };
       assert.match(String(doc.name), /sluice/);
       assert.ok(doc.supported_nips?.includes(11));
-      const through = await fetch(`${gw!.url}/`, { headers: { accept: 'application/nostr+json' } });
+      const through = await fetch(`${setup.gw().url}/`, {
+        headers: { accept: 'application/nostr+json' },
+      });
       assert.equal(through.status, 200);
       const merged = (await through.json()) as { name?: string; sluice_write_quota?: unknown };
       assert.equal(merged.name, doc.name);
@@ -101,16 +73,15 @@ for (const suite of relaysUnderSuite()) {
     it('a repeat of an event the relay had: its author pays as the answer says', async () => {
       const sk = generateSecretKey();
       const stored = note('stored before the gateway saw it', sk);
-      await direct!.okFor(stored.id, ['EVENT', stored]);
-      const client = await NostrClient.connect(gw!.url, '127.0.23.1');
-      clients.push(client);
+      await (await setup.connectDirect()).okFor(stored.id, ['EVENT', stored]);
+      const client = await setup.connect('127.0.23.1');
       const ok = await client.okFor(stored.id, ['EVENT', stored]);
       assert.equal(ok[2], true, JSON.stringify(ok));
       assert.match(String(ok[3]), dialect.repeat, 'the relay answer reaches the client as is');
       // nostr-rs-relay's duplicate: gives the author's charge back; khatru's OK true "" is
       // a stored event to the gateway, and charged.
       const due = suite.impl === 'khatru' ? 1 : 0;
-      assert.equal(await writesConsumedReach(gw!, `pk:${getPublicKey(sk)}`, due), due);
+      assert.equal(await writesConsumedReach(setup.gw(), `pk:${getPublicKey(sk)}`, due), due);
     });
   });
 }
