@@ -24,6 +24,7 @@ import { AdmittedTally } from '../pressure/budget/admitted-tally.js';
 import { LearnedBudgets } from '../pressure/budget/learned.js';
 import { initSignatureVerifier } from '../nostr/verify.js';
 import { attachWebSocketProxy } from './ws-proxy.js';
+import { startTrustGraph } from './trust.js';
 
 export interface RunningGateway {
   /** Empty in a cluster worker: the primary holds the public listener. */
@@ -89,6 +90,7 @@ export async function buildGateway(
   const store = await createStore(storeOptionsOf(config));
   const policy = new Policy(config.quotas);
   policy.setPubkeyTiers(pubkeyTiers);
+  const trust = startTrustGraph(config, policy, log);
   const board = new MultiplierBoard(config.upstreams.map((u) => u.id));
   const pool = new UpstreamPool(config.upstreams, config.routing, config.healthCheck, log, {
     headroom: (id) => board.headroom(id),
@@ -123,6 +125,7 @@ export async function buildGateway(
     admin,
     ctx,
     async close() {
+      trust?.stop();
       pool.stop();
       await Promise.allSettled([app.close(), admin.close(), pressure?.stop()]);
       await admittedTally?.stop().catch(() => undefined);
