@@ -90,12 +90,12 @@ export async function buildGateway(
   const store = await createStore(storeOptionsOf(config));
   const policy = new Policy(config.quotas);
   policy.setPubkeyTiers(pubkeyTiers);
-  const trust = startTrustGraph(config, policy, log);
   const board = new MultiplierBoard(config.upstreams.map((u) => u.id));
   const pool = new UpstreamPool(config.upstreams, config.routing, config.healthCheck, log, {
     headroom: (id) => board.headroom(id),
   });
   const metrics = new GatewayMetrics(board, pool);
+  const trust = startTrustGraph(config, policy, metrics, log);
   // Pressure on: each node's write budget is learned by its feed (pressure/budget).
   const learned = config.pressure.enabled ? new LearnedBudgets() : undefined;
   const decider = createDecider({ config, store, policy, board, metrics, log, learned });

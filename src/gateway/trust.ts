@@ -3,6 +3,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { GatewayConfig } from '../config/schema.js';
 import { verifySignature } from '../nostr/verify.js';
 import type { Policy } from '../quota/policy.js';
+import type { GatewayMetrics } from './metrics.js';
 import { TrustGraph } from '../trust/trust-graph.js';
 
 /** The relay the follow lists are read from: nostr.trust.relay, else the first upstream. */
@@ -14,6 +15,7 @@ export function trustRelayUrl(config: GatewayConfig): string {
 export function startTrustGraph(
   config: GatewayConfig,
   policy: Policy,
+  metrics: GatewayMetrics,
   log: FastifyBaseLogger,
 ): TrustGraph | undefined {
   const settings = config.nostr.trust;
@@ -23,6 +25,8 @@ export function startTrustGraph(
     verify: verifySignature,
     swapped: (set) => policy.setTrusted({ tier: settings.tier, set }),
     report: (r) => {
+      metrics.trustRefreshes.inc({ outcome: r.ok ? 'ok' : 'failed' });
+      metrics.trustPubkeys.set(r.pubkeys);
       if (r.ok)
         log.info({ trust: r }, `nostr.trust: ${r.pubkeys} pubkeys in tier ${settings.tier}`);
       else

@@ -79,6 +79,9 @@ export async function readTrustSet(
   }
 }
 
+/** The longest wait after a failed refresh. */
+export const RETRY_SEC = 30;
+
 export class TrustGraph {
   private current: PubkeySet = PubkeySet.EMPTY;
   private timer: NodeJS.Timeout | undefined;
@@ -96,10 +99,13 @@ export class TrustGraph {
     return this.current;
   }
 
-  /** Refresh now, then every refreshSec (each refresh starts refreshSec after the last ended). */
+  /**
+   * Refresh now, then every refreshSec (each starting refreshSec after the last ended); after a
+   * failed one, in at most RETRY_SEC (a relay not up yet when the gateway starts).
+   */
   start(): void {
     this.stopped = false;
-    void this.refresh().finally(() => this.schedule());
+    void this.refresh().then((r) => this.schedule(r));
   }
 
   stop(): void {
@@ -117,11 +123,12 @@ export class TrustGraph {
     return this.running;
   }
 
-  private schedule(): void {
+  private schedule(last: RefreshReport): void {
     if (this.stopped) return;
+    const sec = last.ok ? this.settings.refreshSec : Math.min(this.settings.refreshSec, RETRY_SEC);
     this.timer = setTimeout(() => {
-      void this.refresh().finally(() => this.schedule());
-    }, this.settings.refreshSec * 1000);
+      void this.refresh().then((r) => this.schedule(r));
+    }, sec * 1000);
     this.timer.unref();
   }
 
