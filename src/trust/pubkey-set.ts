@@ -7,6 +7,8 @@
 const KEY_BYTES = 32;
 const HEX_KEY = /^[0-9a-f]{64}$/;
 
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
 export class PubkeySet {
   private constructor(private readonly packed: Buffer) {}
 
@@ -20,6 +22,30 @@ export class PubkeySet {
     const sorted = [...unique].sort();
     const packed = Buffer.allocUnsafe(sorted.length * KEY_BYTES);
     sorted.forEach((hex, i) => packed.write(hex, i * KEY_BYTES, KEY_BYTES, 'hex'));
+    return new PubkeySet(packed);
+  }
+
+  /**
+   * The set of `keys` (lowercase hex, distinct: the walk's set), built in slices with a turn
+   * of the event loop between them, so building a million keys never holds a write for more
+   * than a slice: keys are bucketed by their first two bytes, each bucket sorted (small: a
+   * 65,536th of the set, or one list's keys ground to one prefix, at most maxFollowsPerList).
+   */
+  static async build(keys: ReadonlySet<string>, slice = 20_000): Promise<PubkeySet> {
+    const buckets: string[][] = Array.from({ length: 65_536 }, () => []);
+    let n = 0;
+    for (const hex of keys) {
+      if (!HEX_KEY.test(hex)) continue;
+      buckets[parseInt(hex.slice(0, 4), 16)]!.push(hex);
+      if (++n % slice === 0) await nextTurn();
+    }
+    const packed = Buffer.allocUnsafe(n * KEY_BYTES);
+    let at = 0;
+    for (const bucket of buckets) {
+      bucket.sort();
+      for (const hex of bucket) at += packed.write(hex, at, KEY_BYTES, 'hex');
+      if (at % (slice * KEY_BYTES) < bucket.length * KEY_BYTES) await nextTurn();
+    }
     return new PubkeySet(packed);
   }
 

@@ -132,7 +132,7 @@ export class RelayFollowSource {
         resolve(socket);
       });
       socket.on('message', (data, isBinary) => {
-        if (!isBinary) this.frame(data.toString());
+        if (!isBinary) this.frame((data as Buffer).toString('utf8'));
       });
       socket.on('error', (err: Error & { code?: string }) => {
         const oversize = err.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH';

@@ -73,7 +73,7 @@ export async function readTrustSet(
     const accept = settings.verifySignatures ? verify : () => true;
     const batch = settings.authorsPerReq;
     const walk = await walkFollowGraph(settings.seeds, settings, fetch, batch, accept);
-    return { set: PubkeySet.of(walk.pubkeys), walk };
+    return { set: await PubkeySet.build(walk.pubkeys), walk };
   } finally {
     source.close();
   }

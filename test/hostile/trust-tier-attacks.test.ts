@@ -209,7 +209,7 @@ async function hostileRelay(answers: (authors: string[], send: (frame: string) =
   wss.on('connection', (socket) => {
     socket.on('error', () => undefined);
     socket.on('message', (data) => {
-      const msg = JSON.parse(String(data)) as unknown[];
+      const msg = JSON.parse((data as Buffer).toString('utf8')) as unknown[];
       if (msg[0] !== 'REQ') return;
       const subId = msg[1] as string;
       const filter = msg[2] as { authors: string[] };
@@ -251,7 +251,7 @@ describe('a hostile or silent relay feeding the follow graph', { timeout: 120_00
     }
     // S2's list is over maxEventBytes: the reader leaves it out, keeping S1's.
     if (authors.includes(S2.pk))
-      send(JSON.stringify(['EVENT', '$SUB', followList(S2, Array(2000).fill(F.pk))]));
+      send(JSON.stringify(['EVENT', '$SUB', followList(S2, Array<string>(2000).fill(F.pk))]));
     send(JSON.stringify(['EOSE', '$SUB']));
   };
   let gw: GatewayUnderTest | undefined;
