@@ -198,6 +198,12 @@ async function main() {
       const line = (await res.text()).split('\n').find((l) => l.startsWith(name));
       return line ? Number(line.split(' ').pop()) : 0;
     };
+    const metricLines = async (prefix: string) => {
+      const res = await fetch(`${admin}/metrics`, {
+        headers: { authorization: 'Bearer trust-bench-admin-token-0123456789' },
+      });
+      return (await res.text()).split('\n').filter((l) => l.startsWith(prefix));
+    };
     const t1 = performance.now();
     while ((await metric('sluice_trust_pubkeys ')) < set.size) {
       if (performance.now() - t1 > 300_000) throw new Error('the gateway did not load the set');
@@ -254,6 +260,8 @@ async function main() {
         refreshesDuringFlood:
           (await metric('sluice_trust_refreshes_total{outcome="ok"}')) - refreshesBefore,
         loadAverage: os.loadavg().map((l) => +l.toFixed(2)),
+        // Decisions by outcome: an insured one was taken while Valkey did not answer in time.
+        decisions: await metricLines('sluice_decisions_total'),
       }),
     );
   } finally {

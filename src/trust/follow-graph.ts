@@ -109,16 +109,18 @@ export async function walkFollowGraph(
     ignored: 0,
     truncated: false,
   };
-  let frontier: string[] = [];
-  for (const seed of seeds) {
-    if (pubkeys.has(seed)) continue;
+  /** Add a pubkey not held yet, under maxPubkeys, to the set and to `reached`. */
+  const admit = (pubkey: string, reached: string[]) => {
+    if (pubkeys.has(pubkey)) return;
     if (pubkeys.size >= bounds.maxPubkeys) {
       result.truncated = true;
-      break;
+      return;
     }
-    pubkeys.add(seed);
-    frontier.push(seed);
-  }
+    pubkeys.add(pubkey);
+    reached.push(pubkey);
+  };
+  let frontier: string[] = [];
+  for (const seed of seeds) admit(seed, frontier);
   result.perHop.push(frontier.length);
   for (let hop = 1; hop <= bounds.hops && frontier.length > 0; hop++) {
     const next: string[] = [];
@@ -131,16 +133,9 @@ export async function walkFollowGraph(
         const list = found.lists.get(author);
         if (list === undefined) continue;
         result.lists++;
-        for (const followed of followsOf(list, bounds.maxFollowsPerList)) {
-          result.edges++;
-          if (pubkeys.has(followed)) continue;
-          if (pubkeys.size >= bounds.maxPubkeys) {
-            result.truncated = true;
-            continue;
-          }
-          pubkeys.add(followed);
-          next.push(followed);
-        }
+        const follows = followsOf(list, bounds.maxFollowsPerList);
+        result.edges += follows.length;
+        for (const followed of follows) admit(followed, next);
       }
     }
     result.perHop.push(next.length);
