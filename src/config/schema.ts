@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { kindSpecProblem, overlappingRanges } from '../nostr/costs.js';
 import { CLIENT_KINDS, DEFAULT_CLIENT, TOPOLOGIES } from '../store/options.js';
 import { DEFAULT_KEY_SALT, isPlaceholderAdminToken } from './secrets.js';
+import { TrustSettingsSchema } from './trust-schema.js';
 
 /*
  * Every object here is strict (z.strictObject): an unknown key, a typo or a setting of a
@@ -705,6 +706,7 @@ export const GatewayConfigSchema = z
             .describe(
               "NIP-13 proof of work on event ids (the nonce tag's committed target caps it)",
             ),
+          trust: TrustSettingsSchema.optional(),
         }),
       )
       .prefault({})
@@ -768,6 +770,26 @@ export const GatewayConfigSchema = z
           message: `names tier "${tier}", which quotas.tiers does not define (tiers: ${Object.keys(cfg.quotas.tiers).join(', ')})`,
         });
       }
+    }
+    const trustTier = cfg.nostr.trust?.tier;
+    if (
+      trustTier !== undefined &&
+      !cfg.identity.order.includes('pubkey') &&
+      !cfg.identity.order.includes('auth')
+    ) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['nostr', 'trust'],
+        message:
+          'needs the pubkey or auth identity (identity.order): the tier is given to a verified author or an authenticated key',
+      });
+    }
+    if (trustTier !== undefined && !cfg.quotas.tiers[trustTier]) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['nostr', 'trust', 'tier'],
+        message: `names tier "${trustTier}", which quotas.tiers does not define (tiers: ${Object.keys(cfg.quotas.tiers).join(', ')})`,
+      });
     }
     const ids = cfg.upstreams.map((u) => u.id);
     const dup = ids.find((id, i) => ids.indexOf(id) !== i);

@@ -305,7 +305,7 @@ async function clientUsage(
   }
 }
 
-/** A pubkey in its listed tier (identity.pubkeyTiers), else the default, as charged. */
+/** A pubkey in its listed tier (identity.pubkeyTiers) or nostr.trust's, else the default, as charged. */
 function tierOfClient(
   ctx: GatewayContext,
   source: NonNullable<ReturnType<typeof sourceOfPrefix>>,

@@ -116,6 +116,19 @@ export class GatewayMetrics {
     this.trackedClientsSource = source;
   }
 
+  /** nostr.trust: the set in force, and each refresh's outcome (ok, failed). */
+  readonly trustPubkeys = new Gauge({
+    name: 'sluice_trust_pubkeys',
+    help: 'Pubkeys in the nostr.trust set in force (the follow graph read from the relay)',
+    registers: [this.registry],
+  });
+  readonly trustRefreshes = new Counter({
+    name: 'sluice_trust_refreshes_total',
+    help: 'Refreshes of the nostr.trust set, by outcome (failed: the set in force stays)',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+
   readonly propagation = new Summary({
     name: 'sluice_pressure_propagation_seconds',
     help: 'From a feed sampling to this gateway applying its report (clocks of one machine)',

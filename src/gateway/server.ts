@@ -24,6 +24,7 @@ import { AdmittedTally } from '../pressure/budget/admitted-tally.js';
 import { LearnedBudgets } from '../pressure/budget/learned.js';
 import { initSignatureVerifier } from '../nostr/verify.js';
 import { attachWebSocketProxy } from './ws-proxy.js';
+import { startTrustGraph } from './trust.js';
 
 export interface RunningGateway {
   /** Empty in a cluster worker: the primary holds the public listener. */
@@ -94,6 +95,7 @@ export async function buildGateway(
     headroom: (id) => board.headroom(id),
   });
   const metrics = new GatewayMetrics(board, pool);
+  const trust = startTrustGraph(config, policy, metrics, log);
   // Pressure on: each node's write budget is learned by its feed (pressure/budget).
   const learned = config.pressure.enabled ? new LearnedBudgets() : undefined;
   const decider = createDecider({ config, store, policy, board, metrics, log, learned });
@@ -124,6 +126,7 @@ export async function buildGateway(
     admin,
     ctx,
     async close() {
+      trust?.stop();
       pool.stop();
       await Promise.allSettled([app.close(), admin.close(), pressure?.stop()]);
       await admittedTally?.stop().catch(() => undefined);

@@ -46,9 +46,21 @@ interface PolicyState {
   readonly globalMode: QuotaMode;
   /** identity.pubkeyTiers as read from its files: pubkey (lowercase hex) -> tier. */
   readonly pubkeys: PubkeyTierMap;
+  /** nostr.trust: the pubkeys the follow graph reaches, and their tier (trust/trust-graph.ts). */
+  readonly trusted: TrustedPubkeys | undefined;
 }
 
-function stateOf(settings: QuotaSettings, pubkeys: PubkeyTierMap): PolicyState {
+/** A set of pubkeys (lowercase hex) given one tier. */
+export interface TrustedPubkeys {
+  readonly tier: string;
+  readonly set: { has(pubkey: string): boolean; readonly size: number };
+}
+
+function stateOf(
+  settings: QuotaSettings,
+  pubkeys: PubkeyTierMap,
+  trusted?: TrustedPubkeys,
+): PolicyState {
   return {
     settings,
     tiers: structuredClone(settings.tiers),
@@ -56,6 +68,7 @@ function stateOf(settings: QuotaSettings, pubkeys: PubkeyTierMap): PolicyState {
     denied: deniedPrefixes(settings.denyPaths),
     globalMode: settings.mode,
     pubkeys,
+    trusted,
   };
 }
 
@@ -92,9 +105,9 @@ export class Policy {
     this.change({ tiers: { ...this.state.tiers, [tier]: copy } });
   }
 
-  /** Replace everything from a reloaded configuration (the pubkey tiers are kept). */
+  /** Replace everything from a reloaded configuration (the pubkey tiers and trusted set are kept). */
   reload(settings: QuotaSettings): void {
-    this.change(stateOf(settings, this.state.pubkeys));
+    this.change(stateOf(settings, this.state.pubkeys, this.state.trusted));
   }
 
   /**
@@ -133,9 +146,19 @@ export class Policy {
     this.change({ pubkeys });
   }
 
-  /** The tier a pubkey (lowercase hex, as events carry it) is listed in, if any. */
+  /** Replace the set of trusted pubkeys (each refresh of nostr.trust swaps in a whole set). */
+  setTrusted(trusted: TrustedPubkeys | undefined): void {
+    this.change({ trusted });
+  }
+
+  /**
+   * The tier a pubkey (lowercase hex, as events carry it) is listed in, else the trust tier if
+   * the follow graph reaches it, if any.
+   */
   tierOfPubkey(pubkey: string): string | undefined {
-    const tier = this.state.pubkeys.get(pubkey);
+    const { trusted } = this.state;
+    const tier =
+      this.state.pubkeys.get(pubkey) ?? (trusted?.set.has(pubkey) ? trusted.tier : undefined);
     return tier !== undefined && Object.hasOwn(this.state.tiers, tier) ? tier : undefined;
   }
 

@@ -16,7 +16,7 @@ export class PubkeyListError extends Error {
 }
 
 /** One line's pubkey as lowercase hex, or why it is not one. */
-function pubkeyOfLine(line: string): { hex: string } | { problem: string } {
+export function pubkeyOfLine(line: string): { hex: string } | { problem: string } {
   const lower = line.toLowerCase();
   if (HEX_PUBKEY.test(lower)) return { hex: lower };
   if (lower.startsWith('npub1')) {
