@@ -10,6 +10,8 @@ import type {
 import type { ClientKey } from '../store/keys.js';
 import { identityKeys } from './identity-keys.js';
 import type { PubkeyTierMap } from './pubkey-tiers.js';
+import { rangeRules, rangesOf } from './ranges.js';
+import type { ClientRange, RangeRule } from './ranges.js';
 
 type QuotaSettings = GatewayConfig['quotas'];
 
@@ -18,6 +20,8 @@ export interface Classification {
   cls: QuotaClass;
   cost: number;
 }
+
+const NO_RANGES: ClientRange[] = [];
 
 const READ_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
@@ -46,9 +50,14 @@ interface PolicyState {
   readonly globalMode: QuotaMode;
   /** identity.pubkeyTiers as read from its files: pubkey (lowercase hex) -> tier. */
   readonly pubkeys: PubkeyTierMap;
+  /** quotas.ranges, narrowest first (none while off). */
+  readonly ranges: readonly RangeRule[];
+  /** Each range's write limit by its tier name ("range:ipv6/56"). */
+  readonly rangeLimits: ReadonlyMap<string, Limit>;
 }
 
 function stateOf(settings: QuotaSettings, pubkeys: PubkeyTierMap): PolicyState {
+  const ranges = rangeRules(settings.ranges);
   return {
     settings,
     tiers: structuredClone(settings.tiers),
@@ -56,6 +65,8 @@ function stateOf(settings: QuotaSettings, pubkeys: PubkeyTierMap): PolicyState {
     denied: deniedPrefixes(settings.denyPaths),
     globalMode: settings.mode,
     pubkeys,
+    ranges,
+    rangeLimits: new Map(ranges.map((r) => [r.tier, r.write])),
   };
 }
 
@@ -161,12 +172,23 @@ export class Policy {
     return values.some((v) => this.state.allow.has(v));
   }
 
-  /** The base limit of a tier for a class; undefined when the class is free in that tier. */
+  /**
+   * The base limit of a tier for a class; undefined when the class is free in that tier. A
+   * range's tier has a write limit only (reads are not charged to ranges).
+   */
   limitOf(tier: string, cls: QuotaClass): Limit | undefined {
     if (cls === 'exempt' || cls === 'deny') return undefined;
-    const { tiers, settings } = this.state;
+    const { tiers, settings, rangeLimits } = this.state;
+    const range = rangeLimits.get(tier);
+    if (range !== undefined) return cls === 'write' ? range : undefined;
     const t = tiers[tier] ?? tiers[settings.defaultTier]!;
     return cls === 'write' ? t.write : t.read;
+  }
+
+  /** The networks holding a client that its writes pay too (quotas.ranges), narrowest first. */
+  rangesOf(client: string): ClientRange[] {
+    const { ranges } = this.state;
+    return ranges.length === 0 ? NO_RANGES : rangesOf(client, ranges);
   }
 
   /** The mode of every tier that sets none of its own. */
@@ -174,7 +196,10 @@ export class Policy {
     return this.state.globalMode;
   }
 
-  /** Whether over-limit requests of a tier are refused (enforce) or only reported (shadow). */
+  /**
+   * Whether over-limit requests of a tier are refused (enforce) or only reported (shadow). A
+   * range's tier (no tier of quotas.tiers) follows the default tier.
+   */
   modeOf(tier: string): QuotaMode {
     const { tiers, settings, globalMode } = this.state;
     const t = tiers[tier] ?? tiers[settings.defaultTier];

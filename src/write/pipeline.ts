@@ -5,7 +5,7 @@
  */
 import type { GatewayConfig } from '../config/schema.js';
 import type { Identity } from '../quota/policy.js';
-import { pubkeyIdentity, resolveIdentity } from '../quota/policy.js';
+import { makeIdentity, pubkeyIdentity, resolveIdentity } from '../quota/policy.js';
 import { ChargePlan } from './charge-plan.js';
 import { WRITE_CHECKS } from './checks.js';
 import { WriteTicket } from './ticket.js';
@@ -46,6 +46,26 @@ export function senderIdentities(
   if (authPubkey === undefined || !order.includes('auth')) return [base];
   const auth = pubkeyIdentity('auth', authPubkey, policy, keySalt);
   return base.source === 'ip' && policy.liftsAddress(authPubkey) ? [auth] : [base, auth];
+}
+
+/**
+ * The identities charged for each write of a sender: its senders (senderIdentities), and when
+ * the first is its address, the ranges holding that address (quotas.ranges) right after it, so
+ * that every range is paid in the same all-or-none fee as the address (charge-plan.ts). Reads
+ * are not charged to ranges; nor is an API key's sender, nor an address a pubkey tier lifts.
+ */
+export function writeSenders(
+  config: GatewayConfig,
+  policy: WriteServices['policy'],
+  senders: Identity[],
+): Identity[] {
+  const address = senders[0];
+  if (address?.source !== 'ip') return senders;
+  const ranges = policy.rangesOf(address.raw);
+  if (ranges.length === 0) return senders;
+  const salt = config.identity.keySalt;
+  const charged = ranges.map((r) => makeIdentity('ip', r.network, r.tier, salt));
+  return [address, ...charged, ...senders.slice(1)];
 }
 
 export async function runWrite(services: WriteServices, req: WriteRequest): Promise<WriteOutcome> {
@@ -95,7 +115,11 @@ function writeState(services: WriteServices, req: WriteRequest): WriteState {
     forged: false,
     hashed: false,
     sender,
-    senders: senderIdentities(config, policy, sender, req.session?.authPubkey),
+    senders: writeSenders(
+      config,
+      policy,
+      senderIdentities(config, policy, sender, req.session?.authPubkey),
+    ),
     // With authors not charged (quotas off) no check reads it: not made.
     author:
       mode === 'off'
