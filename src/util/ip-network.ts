@@ -7,11 +7,12 @@ import { isIPv4, isIPv6 } from 'node:net';
 /**
  * One spelling per client: IPv4 (and IPv4-mapped IPv6) as the dotted address; IPv6 masked to
  * `prefixLength` bits in RFC 5952 form with the length ("2001:db8::/64"), or at 128 the
- * canonical address alone. A zone id ("fe80::1%eth0") names an interface, not a client: dropped.
- * Anything unparsable is returned as given.
+ * canonical address alone. A zone id ("fe80::1%eth0") names an interface, not a client: dropped,
+ * as is a port a proxy appended. Anything unparsable is returned as given (one client per
+ * spelling: only a trusted proxy's own hop can be one, never what a client writes before it).
  */
 export function clientNetwork(addr: string, prefixLength: number): string {
-  const plain = addr.split('%')[0] ?? addr;
+  const plain = withoutPort(addr).split('%')[0]!;
   if (isIPv4(plain)) return plain;
   const groups = ipv6Groups(plain);
   if (!groups) return addr;
@@ -24,6 +25,18 @@ export function clientNetwork(addr: string, prefixLength: number): string {
     return group & ((0xffff << (16 - bits)) & 0xffff);
   });
   return `${formatIpv6(masked)}/${prefixLength}`;
+}
+
+/**
+ * An address as some proxies append it to X-Forwarded-For, with a port ("192.0.2.1:5678",
+ * "[2001:db8::1]:443") or in brackets: the address alone, so that each source port is not a
+ * client of its own. Anything else is returned as given.
+ */
+function withoutPort(addr: string): string {
+  const bracketed = /^\[([^\]]+)\](?::\d+)?$/.exec(addr);
+  if (bracketed) return bracketed[1]!;
+  const v4 = /^(\d+\.\d+\.\d+\.\d+):\d+$/.exec(addr);
+  return v4 ? v4[1]! : addr;
 }
 
 /** The eight 16-bit groups of an IPv6 address (a dotted IPv4 tail allowed), or undefined. */
