@@ -74,7 +74,7 @@ export function clientAddressOf(i: number): string {
 }
 
 /** An upstream that answers every request 200 at once: the relay's cost is not measured. */
-async function startStubRelay(): Promise<{ url: string; close: () => Promise<void> }> {
+export async function startStubRelay(): Promise<{ url: string; close: () => Promise<void> }> {
   const server = http.createServer((req, res) => {
     req.resume();
     req.once('end', () => res.end('{}'));
