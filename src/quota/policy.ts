@@ -1,4 +1,6 @@
 import { createHash } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
+import { DEFAULT_MAX_TRACKED_CLIENTS } from '../config/schema.js';
 import type {
   GatewayConfig,
   IdentitySource,
@@ -22,6 +24,7 @@ export interface Classification {
 }
 
 const NO_RANGES: ClientRange[] = [];
+const NO_IDENTITIES: Identity[] = [];
 
 const READ_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
@@ -54,6 +57,8 @@ interface PolicyState {
   readonly ranges: readonly RangeRule[];
   /** Each range's write limit by its tier name ("range:ipv6/56"). */
   readonly rangeLimits: ReadonlyMap<string, Limit>;
+  /** The range identities of clients seen lately (rangeIdentities), made under one salt. */
+  readonly rangeIds: { salt: string; byClient: LRUCache<string, Identity[]> };
 }
 
 function stateOf(settings: QuotaSettings, pubkeys: PubkeyTierMap): PolicyState {
@@ -67,6 +72,7 @@ function stateOf(settings: QuotaSettings, pubkeys: PubkeyTierMap): PolicyState {
     pubkeys,
     ranges,
     rangeLimits: new Map(ranges.map((r) => [r.tier, r.write])),
+    rangeIds: { salt: '', byClient: new LRUCache({ max: DEFAULT_MAX_TRACKED_CLIENTS }) },
   };
 }
 
@@ -189,6 +195,25 @@ export class Policy {
   rangesOf(client: string): ClientRange[] {
     const { ranges } = this.state;
     return ranges.length === 0 ? NO_RANGES : rangesOf(client, ranges);
+  }
+
+  /**
+   * The identities of the ranges holding a client (rangesOf), each under its range's tier:
+   * worked out once per client seen lately, as they are charged on every write.
+   */
+  rangeIdentities(client: string, salt: string): Identity[] {
+    if (this.state.ranges.length === 0) return NO_IDENTITIES;
+    const cache = this.state.rangeIds;
+    if (cache.salt !== salt) {
+      cache.byClient.clear();
+      cache.salt = salt;
+    }
+    let ids = cache.byClient.get(client);
+    if (ids === undefined) {
+      ids = this.rangesOf(client).map((r) => makeIdentity('ip', r.network, r.tier, salt));
+      cache.byClient.set(client, ids);
+    }
+    return ids;
   }
 
   /** The mode of every tier that sets none of its own. */

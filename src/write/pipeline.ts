@@ -5,7 +5,7 @@
  */
 import type { GatewayConfig } from '../config/schema.js';
 import type { Identity } from '../quota/policy.js';
-import { makeIdentity, pubkeyIdentity, resolveIdentity } from '../quota/policy.js';
+import { pubkeyIdentity, resolveIdentity } from '../quota/policy.js';
 import { ChargePlan } from './charge-plan.js';
 import { WRITE_CHECKS } from './checks.js';
 import { WriteTicket } from './ticket.js';
@@ -61,11 +61,8 @@ export function writeSenders(
 ): Identity[] {
   const address = senders[0];
   if (address?.source !== 'ip') return senders;
-  const ranges = policy.rangesOf(address.raw);
-  if (ranges.length === 0) return senders;
-  const salt = config.identity.keySalt;
-  const charged = ranges.map((r) => makeIdentity('ip', r.network, r.tier, salt));
-  return [address, ...charged, ...senders.slice(1)];
+  const ranges = policy.rangeIdentities(address.raw, config.identity.keySalt);
+  return ranges.length === 0 ? senders : [address, ...ranges, ...senders.slice(1)];
 }
 
 export async function runWrite(services: WriteServices, req: WriteRequest): Promise<WriteOutcome> {
