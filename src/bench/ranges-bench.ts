@@ -13,9 +13,8 @@ import { Pool } from 'undici';
 import type { ClientKind, NodeAddress } from '../store/index.js';
 import { spawnSluice } from '../harness/processes.js';
 import type { SluiceProcess } from '../harness/processes.js';
-import { startStubRelay } from './clients-bench.js';
+import { postAs, startStubRelay, stubRelayGatewayConfig } from './clients-bench.js';
 import { withBenchValkey } from './own-valkey.js';
-import { BENCH_ADMIN_TOKEN } from './run/gateway-config.js';
 
 /** What the flood rotates through: the /64s of one /56, the /56s of one /48, or /48s. */
 export type Rotation = 64 | 56 | 48;
@@ -78,19 +77,7 @@ function gatewayConfig(opts: RangesBenchOptions, valkey: NodeAddress, relayUrl: 
   const limits = rangeLimits(opts.points);
   const write = (points: number) => ({ points, windowSec: opts.windowSec });
   return {
-    listen: { host: '127.0.0.1', port: 0 },
-    admin: { host: '127.0.0.1', port: 0, token: BENCH_ADMIN_TOKEN },
-    valkey: {
-      client: opts.valkeyClient,
-      nodes: [`${valkey.host}:${valkey.port}`],
-      commandTimeoutMs: 2000,
-    },
-    upstreams: [{ id: 'relay-a', url: relayUrl }],
-    trustedProxies: ['127.0.0.1'],
-    logging: { level: 'warn', requests: false },
-    workers: 1,
-    identity: { order: ['ip'] },
-    nostr: { httpEventPaths: [] },
+    ...stubRelayGatewayConfig(opts.valkeyClient, valkey, relayUrl),
     quotas: {
       keyPrefix: `bench-ranges-${Date.now().toString(36)}`,
       tiers: { default: { write: write(limits.client) } },
@@ -110,20 +97,10 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function write(pool: Pool, xff: string, t: GroupTally): Promise<void> {
   t.sent++;
-  try {
-    const res = await pool.request({
-      method: 'POST',
-      path: '/ingest',
-      headers: { 'content-type': 'application/json', 'x-forwarded-for': xff },
-      body: '{}',
-    });
-    await res.body.dump();
-    if (res.statusCode === 200) t.accepted++;
-    else if (res.statusCode === 429) t.refused++;
-    else t.other++;
-  } catch {
-    t.other++;
-  }
+  const status = await postAs(pool, '/ingest', xff);
+  if (status === 200) t.accepted++;
+  else if (status === 429) t.refused++;
+  else t.other++;
 }
 
 /** The flood (closed loop) and the honest writers (paced) for the duration. */

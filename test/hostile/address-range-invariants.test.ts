@@ -20,15 +20,13 @@ import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { GatewayConfigSchema } from '../../src/config/schema.js';
 import { Admission } from '../../src/gateway/admission.js';
-import type { AdmissionServices } from '../../src/gateway/admission.js';
 import { ClientAddress } from '../../src/gateway/client-address.js';
-import { UpstreamPool } from '../../src/gateway/upstreams.js';
 import { MultiplierBoard } from '../../src/pressure/follower/board.js';
 import { QuotaDecider } from '../../src/quota/decider.js';
 import { Policy } from '../../src/quota/policy.js';
 import type { Store } from '../../src/store/index.js';
 import { suiteStore, uniquePrefix } from '../helpers/env.js';
-import { metricsFor, silent } from '../helpers/fake-admission-context.js';
+import { admissionServices } from '../helpers/fake-admission-context.js';
 import { propertyParams } from '../helpers/property-params.js';
 
 const LIMITS = { client: 3, '/56': 5, '/48': 8, '/24': 5 } as const;
@@ -150,17 +148,8 @@ function gatewayOn(store: Store) {
   });
   const policy = new Policy(config.quotas);
   const board = new MultiplierBoard(['relay-a']);
-  const pool = new UpstreamPool(config.upstreams, config.routing, config.healthCheck, silent);
   const decider = new QuotaDecider(store, policy, board, config.quotas);
-  const ctx = {
-    config,
-    store,
-    policy,
-    decider,
-    pool,
-    metrics: metricsFor(board, pool),
-    log: silent,
-  } as unknown as AdmissionServices;
+  const ctx = admissionServices({ config, store, policy, decider, board });
   const admission = new Admission(ctx);
   const address = new ClientAddress(config.trustedProxies, {
     ipv6PrefixLength: config.identity.ipv6PrefixLength,

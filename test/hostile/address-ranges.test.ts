@@ -9,13 +9,10 @@
  * What ranges cannot hold, by design: a flood rotating whole /48s (each a fresh /48 limit).
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { generateSecretKey } from 'nostr-tools/pure';
-import { startGateway } from '../helpers/gateway.js';
-import type { GatewayUnderTest } from '../helpers/gateway.js';
+import { suiteRelayAndGateway } from '../helpers/gateway.js';
 import { signedEvent } from '../helpers/nostr-events.js';
-import { startRelay } from '../helpers/processes.js';
-import type { RelayProcess } from '../helpers/processes.js';
 import { rawRequest } from '../helpers/raw-http.js';
 import type { RawResponse } from '../helpers/raw-http.js';
 import { RawNostr } from '../helpers/raw-nostr.js';
@@ -29,60 +26,50 @@ const PER_24 = 6;
 const limit = (points: number) => ({ points, windowSec: 60 });
 
 describe('nested address ranges, over raw sockets', { timeout: 120_000 }, () => {
-  let relay: RelayProcess;
-  let gw: GatewayUnderTest;
-
-  before(async () => {
-    relay = await startRelay({ nodeId: 'relay-a' });
-    gw = await startGateway('iovalkey', 'standalone', [{ id: 'relay-a', url: relay.url }], {
-      trustedProxies: ['127.0.0.1'],
-      quotas: {
-        keyPrefix: `ranges${Date.now().toString(36)}`,
-        tiers: { default: { write: limit(PER_CLIENT) } },
-        ranges: {
-          enabled: true,
-          ipv6: [
-            { prefixLength: 56, write: limit(PER_56) },
-            { prefixLength: 48, write: limit(PER_48) },
-          ],
-          ipv4: [{ prefixLength: 24, write: limit(PER_24) }],
-        },
+  const suite = suiteRelayAndGateway({
+    trustedProxies: ['127.0.0.1'],
+    quotas: {
+      keyPrefix: `ranges${Date.now().toString(36)}`,
+      tiers: { default: { write: limit(PER_CLIENT) } },
+      ranges: {
+        enabled: true,
+        ipv6: [
+          { prefixLength: 56, write: limit(PER_56) },
+          { prefixLength: 48, write: limit(PER_48) },
+        ],
+        ipv4: [{ prefixLength: 24, write: limit(PER_24) }],
       },
-      limits: { framesPerSecPerAddress: 1000 },
-    });
+    },
+    limits: { framesPerSecPerAddress: 1000 },
   });
-
-  after(async () => {
-    await gw?.proc.stop();
-    await relay?.stop();
-  });
+  const gw = () => suite.gw();
 
   /**
    * One plain HTTP write (the relay answers 404 for /ingest: anything but 429 is admitted),
    * sent by hand from `peer` with this X-Forwarded-For.
    */
   function httpWrite(xff: string, peer = '127.0.0.1'): Promise<RawResponse> {
-    const { host } = new URL(gw.url);
+    const { host } = new URL(gw().url);
     const text =
       `POST /ingest HTTP/1.1\r\nHost: ${host}\r\nX-Forwarded-For: ${xff}\r\n` +
       'Content-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}';
-    return rawRequest(gw.url, text, peer);
+    return rawRequest(gw().url, text, peer);
   }
 
   /** One signed event POSTed to /events by hand. */
   function httpEvent(xff: string): Promise<RawResponse> {
-    const { host } = new URL(gw.url);
+    const { host } = new URL(gw().url);
     const body = JSON.stringify(signedEvent(1, `http ${xff}`, generateSecretKey()));
     const text =
       `POST /events HTTP/1.1\r\nHost: ${host}\r\nX-Forwarded-For: ${xff}\r\n` +
       `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
       `Connection: close\r\n\r\n${body}`;
-    return rawRequest(gw.url, text);
+    return rawRequest(gw().url, text);
   }
 
   /** One EVENT on a raw WebSocket opened with this X-Forwarded-For: its OK (true or not). */
   async function nostrEvent(xff: string): Promise<{ ok: boolean; message: string }> {
-    const client = await RawNostr.open(gw.url, '127.0.0.1', { 'X-Forwarded-For': xff });
+    const client = await RawNostr.open(gw().url, '127.0.0.1', { 'X-Forwarded-For': xff });
     try {
       const event = signedEvent(1, `ws ${xff}`, generateSecretKey());
       client.send(['EVENT', event]);
