@@ -16,7 +16,7 @@ ADAPTIVE_FIELDS = (
 )
 # Settings that should not differ between runs of one configuration.
 _SETTING_KEYS = ("client", "transport", "keys", "distribution", "zipfExponent", "floodShare",
-                 "quota", "inMemoryBlock", "relayWorkIterations", "law", "warmupSec")
+                 "quota", "inMemoryBlock", "ranges", "relayWorkIterations", "law", "warmupSec")
 
 
 @dataclass

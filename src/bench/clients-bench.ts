@@ -74,7 +74,7 @@ export function clientAddressOf(i: number): string {
 }
 
 /** An upstream that answers every request 200 at once: the relay's cost is not measured. */
-async function startStubRelay(): Promise<{ url: string; close: () => Promise<void> }> {
+export async function startStubRelay(): Promise<{ url: string; close: () => Promise<void> }> {
   const server = http.createServer((req, res) => {
     req.resume();
     req.once('end', () => res.end('{}'));
@@ -91,12 +91,20 @@ async function startStubRelay(): Promise<{ url: string; close: () => Promise<voi
   };
 }
 
-function gatewayConfig(opts: ClientsBenchOptions, valkey: NodeAddress, relayUrl: string) {
+/**
+ * A gateway of one process in front of the stub relay, for a load generator that names its
+ * clients in X-Forwarded-For and writes `{}` (judged by route, not as Nostr events).
+ */
+export function stubRelayGatewayConfig(
+  valkeyClient: ClientKind,
+  valkey: NodeAddress,
+  relayUrl: string,
+) {
   return {
     listen: { host: '127.0.0.1', port: 0 },
     admin: { host: '127.0.0.1', port: 0, token: BENCH_ADMIN_TOKEN },
     valkey: {
-      client: opts.valkeyClient,
+      client: valkeyClient,
       nodes: [`${valkey.host}:${valkey.port}`],
       commandTimeoutMs: 2000,
     },
@@ -108,6 +116,12 @@ function gatewayConfig(opts: ClientsBenchOptions, valkey: NodeAddress, relayUrl:
     identity: { order: ['ip'] },
     // Its writes are `{}` to a stand-in upstream: judged by route, not as Nostr events.
     nostr: { httpEventPaths: [] },
+  };
+}
+
+function gatewayConfig(opts: ClientsBenchOptions, valkey: NodeAddress, relayUrl: string) {
+  return {
+    ...stubRelayGatewayConfig(opts.valkeyClient, valkey, relayUrl),
     ...(opts.maxTrackedClients ? { limits: { maxTrackedClients: opts.maxTrackedClients } } : {}),
     quotas: {
       enabled: true,
@@ -126,6 +140,22 @@ interface Tally {
   unexpected: number;
 }
 
+/** POST `{}` to `path` as the client `xff` names: the answer's status, undefined if it failed. */
+export async function postAs(pool: Pool, path: string, xff: string): Promise<number | undefined> {
+  try {
+    const res = await pool.request({
+      method: 'POST',
+      path,
+      headers: { 'content-type': 'application/json', 'x-forwarded-for': xff },
+      body: '{}',
+    });
+    await res.body.dump();
+    return res.statusCode;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Each client sends two writes, one after the other; `connections` clients at a time. */
 async function sendWrites(
   url: string,
@@ -136,20 +166,10 @@ async function sendWrites(
   const pool = new Pool(url, { connections: opts.connections, pipelining: 1 });
   let next = 0;
   const write = async (xff: string) => {
-    try {
-      const res = await pool.request({
-        method: 'POST',
-        path: '/events',
-        headers: { 'content-type': 'application/json', 'x-forwarded-for': xff },
-        body: '{}',
-      });
-      await res.body.dump();
-      if (res.statusCode === 200) tally.admitted++;
-      else if (res.statusCode === 429) tally.refused++;
-      else tally.unexpected++;
-    } catch {
-      tally.unexpected++;
-    }
+    const status = await postAs(pool, '/events', xff);
+    if (status === 200) tally.admitted++;
+    else if (status === 429) tally.refused++;
+    else tally.unexpected++;
   };
   const worker = async () => {
     for (let i = next++; i < opts.clients; i = next++) {

@@ -21,6 +21,7 @@ interface RunFlags {
   quotaPoints?: number;
   quotaWindowSec: number;
   inMemoryBlock: boolean;
+  ranges?: boolean;
   workIterations: number;
   seed: number;
   valkey: string;
@@ -100,6 +101,11 @@ export function registerBenchRun(bench: Command): void {
     )
     .option('--quota-window-sec <s>', 'quota window', positiveInt, DEFAULT_QUOTA_WINDOW_SEC)
     .option('--no-in-memory-block', 'consult Valkey even for clients known to be over limit')
+    .option(
+      '--ranges',
+      'quotas.ranges on, each range 256 clients wide in limit (so none refuses): what charging ' +
+        'each write\'s ranges costs (docs/BENCHMARKS.md, "Address ranges")',
+    )
     .option(
       '--work-iterations <n>',
       `relay CPU work per write (default: ${HEAVY_WORK_ITERATIONS} for heavy, else 0)`,
@@ -236,6 +242,7 @@ export function registerBenchRun(bench: Command): void {
           windowSec: flags.quotaWindowSec,
         },
         inMemoryBlock: flags.inMemoryBlock,
+        ...(flags.ranges ? { ranges: true } : {}),
         relayWorkIterations: flags.workIterations ?? spec.relayWorkIterations,
         law: spec.law ?? null,
         seed: flags.seed,

@@ -4,6 +4,7 @@ import { registerPeer } from './bench-peer.js';
 import { registerBenchPlan } from './bench-plan.js';
 import { registerBenchVerify } from './bench-verify.js';
 import { registerClientsBench } from './bench-clients.js';
+import { registerRangesBench } from './bench-ranges.js';
 import { registerFleetBench } from './bench-fleet.js';
 import { registerSpikeBench } from './bench-spike.js';
 import { registerStepBench } from './bench-step.js';
@@ -24,6 +25,7 @@ export function registerBench(program: Command): void {
   registerPeer(bench);
   registerBenchVerify(bench);
   registerClientsBench(bench);
+  registerRangesBench(bench);
   registerFleetBench(bench);
   registerSpikeBench(bench);
   registerStepBench(bench);

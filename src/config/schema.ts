@@ -54,6 +54,62 @@ const Tier = z.strictObject({
 });
 export type Tier = z.infer<typeof Tier>;
 
+/** One nested range's write limit: every write of a client inside it pays it too. */
+const RangeLimit = z.strictObject({
+  prefixLength: z
+    .number()
+    .int()
+    .min(1)
+    .max(127)
+    .describe('The range: the network of this many leading bits holding the client'),
+  write: Limit.describe("The range's write quota, shared by every client inside it"),
+});
+export type RangeLimit = z.infer<typeof RangeLimit>;
+
+/**
+ * The default nested ranges: four clients' worth each (the default tier's 600 a minute), so
+ * that an honest client alone in its /48 (or /24) meets its own limit first.
+ */
+export const DEFAULT_RANGES = {
+  ipv6: [
+    { prefixLength: 56, write: { points: 2400, windowSec: 60 } },
+    { prefixLength: 48, write: { points: 4800, windowSec: 60 } },
+  ],
+  ipv4: [{ prefixLength: 24, write: { points: 2400, windowSec: 60 } }],
+};
+
+const Ranges = z
+  .strictObject({
+    enabled: z
+      .boolean()
+      .default(false)
+      .describe(
+        'Charge every write of an address-identified client to the networks holding it ' +
+          'too (below), the tightest refusing: a flood rotating through the /64s of one ' +
+          '/56 is held to the /56 (docs/NOSTR.md, "Address ranges")',
+      ),
+    ipv6: z
+      .array(RangeLimit)
+      .default(DEFAULT_RANGES.ipv6)
+      .describe(
+        'IPv6 ranges, each shorter than identity.ipv6PrefixLength (the client itself), ' +
+          'e.g. [{prefixLength: 56, write: {points: 2400, windowSec: 60}}]',
+      ),
+    ipv4: z
+      .array(RangeLimit)
+      .default(DEFAULT_RANGES.ipv4)
+      .describe('IPv4 ranges, each shorter than 32 (the address itself), e.g. the /24'),
+  })
+  .prefault({})
+  .describe(
+    'Nested address-range write limits, charged with the address (not for API keys, nor ' +
+      "when a pubkey tier lifts the address); they follow the default tier's mode",
+  );
+export type Ranges = z.infer<typeof Ranges>;
+
+/** Tier names taken by nested ranges ("range:ipv6/56"): no configured tier may use them. */
+export const RANGE_TIER_PREFIX = 'range:';
+
 /**
  * Paths of the reference relay's operator endpoints: answered 404 by the gateway, never
  * forwarded (the default of quotas.denyPaths).
@@ -473,6 +529,7 @@ export const GatewayConfigSchema = z
           .max(1)
           .default(0.05)
           .describe('Multipliers are quantised down to this step: one limiter per step'),
+        ranges: Ranges,
         lease: z
           .strictObject({
             enabled: z
@@ -753,6 +810,16 @@ export const GatewayConfigSchema = z
         message: `names a tier that is not defined (tiers: ${Object.keys(cfg.quotas.tiers).join(', ')})`,
       });
     }
+    for (const tier of Object.keys(cfg.quotas.tiers)) {
+      if (tier.startsWith(RANGE_TIER_PREFIX)) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['quotas', 'tiers', tier],
+          message: `tier names starting "${RANGE_TIER_PREFIX}" are the address ranges' own`,
+        });
+      }
+    }
+    for (const issue of rangeProblems(cfg)) ctx.addIssue({ code: 'custom', ...issue });
     for (const [key, tier] of Object.entries(cfg.quotas.apiKeys)) {
       if (!cfg.quotas.tiers[tier]) {
         ctx.addIssue({
@@ -830,3 +897,52 @@ export const GatewayConfigSchema = z
 
 export type GatewayConfigInput = z.input<typeof GatewayConfigSchema>;
 export type GatewayConfig = z.output<typeof GatewayConfigSchema>;
+
+/**
+ * What is wrong with quotas.ranges, when they are on: each family's prefixes distinct and
+ * shorter than the client itself (/32, identity.ipv6PrefixLength), and no range tighter (in
+ * points a second) than the default tier or than a range it holds, so that an honest client
+ * alone in its range meets its own limit first and a wider range never decides before a
+ * narrower one would.
+ */
+function rangeProblems(cfg: {
+  identity: { ipv6PrefixLength: number };
+  quotas: { defaultTier: string; tiers: Record<string, Tier>; ranges: Ranges };
+}): { path: (string | number)[]; message: string }[] {
+  const { ranges } = cfg.quotas;
+  if (!ranges.enabled) return [];
+  const problems: { path: (string | number)[]; message: string }[] = [];
+  const base = cfg.quotas.tiers[cfg.quotas.defaultTier]?.write;
+  const rate = (l: Limit) => l.points / l.windowSec;
+  const own = { ipv4: 32, ipv6: cfg.identity.ipv6PrefixLength };
+  for (const family of ['ipv4', 'ipv6'] as const) {
+    const list = ranges[family];
+    list.forEach((range, i) => {
+      const path = ['quotas', 'ranges', family, i];
+      const narrower = list.filter((r) => r.prefixLength > range.prefixLength);
+      if (range.prefixLength >= own[family]) {
+        const what = family === 'ipv4' ? 'the address (/32)' : 'identity.ipv6PrefixLength';
+        problems.push({
+          path: [...path, 'prefixLength'],
+          message: `/${range.prefixLength} is not shorter than ${what}: a range holds many clients`,
+        });
+      } else if (list.findIndex((r) => r.prefixLength === range.prefixLength) !== i) {
+        problems.push({
+          path: [...path, 'prefixLength'],
+          message: `/${range.prefixLength} appears twice`,
+        });
+      } else if (base && rate(range.write) < rate(base)) {
+        problems.push({
+          path: [...path, 'write'],
+          message: `allows fewer writes a second than the default tier (${base.points} per ${base.windowSec}s): a client alone in its range would be refused by the range first`,
+        });
+      } else if (narrower.some((r) => rate(range.write) < rate(r.write))) {
+        problems.push({
+          path: [...path, 'write'],
+          message: `allows fewer writes a second than a range inside it: set it at least as high`,
+        });
+      }
+    });
+  }
+  return problems;
+}

@@ -5,12 +5,13 @@
  * the ticket the relay's answer settles, or a problem (400 invalid, 403 refused by policy, 429
  * or 503 by quota). Where the two transports still differ: write/transport-differences.ts.
  */
-import type { QuotaDecision } from '../quota/decider.js';
-import type { Identity } from '../quota/policy.js';
+import type { QuotaDecision, QuotaRequest } from '../quota/decider.js';
+import type { Identity, Policy } from '../quota/policy.js';
 import { quotaProblem, rateLimitHeaders, storeUnavailableProblem } from '../quota/responses.js';
 import type { Problem } from '../quota/responses.js';
 import { parseEvent } from '../nostr/frames.js';
-import { runWrite, senderIdentity } from '../write/pipeline.js';
+import { ChargePlan } from '../write/charge-plan.js';
+import { runWrite, senderIdentity, writeSenders } from '../write/pipeline.js';
 import type { WriteTicket } from '../write/ticket.js';
 import type { WriteOutcome, WriteServices } from '../write/write-state.js';
 import { parseRequestTarget } from './request-target.js';
@@ -88,24 +89,74 @@ export async function httpVerdict(
   if (facts.eventBody !== undefined) {
     return httpEventVerdict(writes, facts, facts.eventBody, node, target);
   }
-  const where = { identity: sender(), ip: facts.ip, cls, cost, nodeId: node.id, policy };
-  const decision = await writes.charger.take(where);
   const forwarded = (headers: Record<string, string>): HttpVerdict => {
     if (cls === 'write') writes.forwarded(node.id, facts.contentLength ?? 0, cost);
     return { action: 'forward', node, target, headers };
   };
-  if (!decision) return forwarded({});
-  // The node's budget only once the client's own cap admitted the write: the heaviest
-  // writers are refused by their caps and never draw on what the node takes from everyone.
-  const pending = decision.admitted ? writes.charger.takeNode(where) : null;
-  const nodeDecision = pending ? await pending : null;
-  const headers = rateLimitHeaders(decision, config.quotas.headers, nodeDecision ?? undefined);
-  const refused = decision.admitted ? nodeDecision : decision;
-  if (!refused || refused.admitted) return forwarded(headers);
+  const charged =
+    cls === 'write'
+      ? await chargeWrite(writes, facts, sender(), node.id, cost, policy)
+      : await chargeRead(writes, {
+          identity: sender(),
+          ip: facts.ip,
+          cls,
+          cost,
+          nodeId: node.id,
+          policy,
+        });
+  const { shown, node: nodeDecision, refused } = charged;
+  if (!shown && !refused) return forwarded({});
+  const { headers: headerOptions } = config.quotas;
+  const headers = rateLimitHeaders((shown ?? refused)!, headerOptions, nodeDecision ?? undefined);
+  if (!refused) return forwarded(headers);
   // A quota store failure in fail-closed mode is our problem, not the client's: 503, never 429.
-  return refused.outcome === 'error'
-    ? answer(storeUnavailableProblem(), { 'retry-after': '1' })
-    : answer(quotaProblem(refused), headers);
+  if (refused.outcome === 'error') return answer(storeUnavailableProblem(), { 'retry-after': '1' });
+  // A range's refusal shows the range's quota (the address's own was admitted, and given back).
+  const shownHere = refused === shown || refused === nodeDecision;
+  return answer(
+    quotaProblem(refused),
+    shownHere ? headers : rateLimitHeaders(refused, headerOptions),
+  );
+}
+
+/** What a request's charges showed: the client's quota, the node's budget, and any refusal. */
+interface Charged {
+  shown: QuotaDecision | undefined;
+  node: QuotaDecision | null;
+  refused: QuotaDecision | undefined;
+}
+
+/**
+ * A write (not an event) pays as an event's senders do (charge-plan.ts): its sender and the
+ * ranges holding its address, all or none, then, once they admitted it, the node's budget (the
+ * heaviest writers are refused by their caps and never draw on what the node takes from all).
+ */
+async function chargeWrite(
+  writes: WriteServices,
+  facts: HttpFacts,
+  sender: Identity,
+  nodeId: string,
+  cost: number,
+  policy: Policy,
+): Promise<Charged> {
+  const config = writes.config();
+  const plan = new ChargePlan(writes.charger, {
+    ip: facts.ip,
+    nodeId,
+    cost,
+    budgetPayer: sender,
+    policy,
+  });
+  const refusal =
+    (await plan.payFee(writeSenders(config, policy, [sender]))) ?? (await plan.payBudget());
+  return { shown: plan.shown, node: plan.node, refused: refusal?.decision };
+}
+
+/** A read pays its sender's read quota. */
+async function chargeRead(writes: WriteServices, req: QuotaRequest): Promise<Charged> {
+  const decision = await writes.charger.take(req);
+  const refused = decision && !decision.admitted ? decision : undefined;
+  return { shown: decision ?? undefined, node: null, refused };
 }
 
 async function httpEventVerdict(

@@ -1,4 +1,6 @@
 import { createHash } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
+import { DEFAULT_MAX_TRACKED_CLIENTS } from '../config/schema.js';
 import type {
   GatewayConfig,
   IdentitySource,
@@ -10,6 +12,8 @@ import type {
 import type { ClientKey } from '../store/keys.js';
 import { identityKeys } from './identity-keys.js';
 import type { PubkeyTierMap } from './pubkey-tiers.js';
+import { rangeRules, rangesOf } from './ranges.js';
+import type { ClientRange, RangeRule } from './ranges.js';
 
 type QuotaSettings = GatewayConfig['quotas'];
 
@@ -18,6 +22,9 @@ export interface Classification {
   cls: QuotaClass;
   cost: number;
 }
+
+const NO_RANGES: ClientRange[] = [];
+const NO_IDENTITIES: Identity[] = [];
 
 const READ_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
@@ -48,6 +55,12 @@ interface PolicyState {
   readonly pubkeys: PubkeyTierMap;
   /** nostr.trust: the pubkeys the follow graph reaches, and their tier (trust/trust-graph.ts). */
   readonly trusted: TrustedPubkeys | undefined;
+  /** quotas.ranges, narrowest first (none while off). */
+  readonly ranges: readonly RangeRule[];
+  /** Each range's write limit by its tier name ("range:ipv6/56"). */
+  readonly rangeLimits: ReadonlyMap<string, Limit>;
+  /** The range identities of clients seen lately (rangeIdentities), made under one salt. */
+  readonly rangeIds: { salt: string; byClient: LRUCache<string, Identity[]> };
 }
 
 /** A set of pubkeys (lowercase hex) given one tier. */
@@ -61,6 +74,7 @@ function stateOf(
   pubkeys: PubkeyTierMap,
   trusted?: TrustedPubkeys,
 ): PolicyState {
+  const ranges = rangeRules(settings.ranges);
   return {
     settings,
     tiers: structuredClone(settings.tiers),
@@ -69,6 +83,9 @@ function stateOf(
     globalMode: settings.mode,
     pubkeys,
     trusted,
+    ranges,
+    rangeLimits: new Map(ranges.map((r) => [r.tier, r.write])),
+    rangeIds: { salt: '', byClient: new LRUCache({ max: DEFAULT_MAX_TRACKED_CLIENTS }) },
   };
 }
 
@@ -184,12 +201,42 @@ export class Policy {
     return values.some((v) => this.state.allow.has(v));
   }
 
-  /** The base limit of a tier for a class; undefined when the class is free in that tier. */
+  /**
+   * The base limit of a tier for a class; undefined when the class is free in that tier. A
+   * range's tier has a write limit only (reads are not charged to ranges).
+   */
   limitOf(tier: string, cls: QuotaClass): Limit | undefined {
     if (cls === 'exempt' || cls === 'deny') return undefined;
-    const { tiers, settings } = this.state;
+    const { tiers, settings, rangeLimits } = this.state;
+    const range = rangeLimits.get(tier);
+    if (range !== undefined) return cls === 'write' ? range : undefined;
     const t = tiers[tier] ?? tiers[settings.defaultTier]!;
     return cls === 'write' ? t.write : t.read;
+  }
+
+  /** The networks holding a client that its writes pay too (quotas.ranges), narrowest first. */
+  rangesOf(client: string): ClientRange[] {
+    const { ranges } = this.state;
+    return ranges.length === 0 ? NO_RANGES : rangesOf(client, ranges);
+  }
+
+  /**
+   * The identities of the ranges holding a client (rangesOf), each under its range's tier:
+   * worked out once per client seen lately, as they are charged on every write.
+   */
+  rangeIdentities(client: string, salt: string): Identity[] {
+    if (this.state.ranges.length === 0) return NO_IDENTITIES;
+    const cache = this.state.rangeIds;
+    if (cache.salt !== salt) {
+      cache.byClient.clear();
+      cache.salt = salt;
+    }
+    let ids = cache.byClient.get(client);
+    if (ids === undefined) {
+      ids = this.rangesOf(client).map((r) => makeIdentity('ip', r.network, r.tier, salt));
+      cache.byClient.set(client, ids);
+    }
+    return ids;
   }
 
   /** The mode of every tier that sets none of its own. */
@@ -197,7 +244,10 @@ export class Policy {
     return this.state.globalMode;
   }
 
-  /** Whether over-limit requests of a tier are refused (enforce) or only reported (shadow). */
+  /**
+   * Whether over-limit requests of a tier are refused (enforce) or only reported (shadow). A
+   * range's tier (no tier of quotas.tiers) follows the default tier.
+   */
   modeOf(tier: string): QuotaMode {
     const { tiers, settings, globalMode } = this.state;
     const t = tiers[tier] ?? tiers[settings.defaultTier];

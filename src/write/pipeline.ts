@@ -48,6 +48,23 @@ export function senderIdentities(
   return base.source === 'ip' && policy.liftsAddress(authPubkey) ? [auth] : [base, auth];
 }
 
+/**
+ * The identities charged for each write of a sender: its senders (senderIdentities), and when
+ * the first is its address, the ranges holding that address (quotas.ranges) right after it, so
+ * that every range is paid in the same all-or-none fee as the address (charge-plan.ts). Reads
+ * are not charged to ranges; nor is an API key's sender, nor an address a pubkey tier lifts.
+ */
+export function writeSenders(
+  config: GatewayConfig,
+  policy: WriteServices['policy'],
+  senders: Identity[],
+): Identity[] {
+  const address = senders[0];
+  if (address?.source !== 'ip') return senders;
+  const ranges = policy.rangeIdentities(address.raw, config.identity.keySalt);
+  return ranges.length === 0 ? senders : [address, ...ranges, ...senders.slice(1)];
+}
+
 export async function runWrite(services: WriteServices, req: WriteRequest): Promise<WriteOutcome> {
   const w = writeState(services, req);
   let forwarded = false;
@@ -95,7 +112,11 @@ function writeState(services: WriteServices, req: WriteRequest): WriteState {
     forged: false,
     hashed: false,
     sender,
-    senders: senderIdentities(config, policy, sender, req.session?.authPubkey),
+    senders: writeSenders(
+      config,
+      policy,
+      senderIdentities(config, policy, sender, req.session?.authPubkey),
+    ),
     // With authors not charged (quotas off) no check reads it: not made.
     author:
       mode === 'off'

@@ -153,6 +153,23 @@ export function metricsFor(board: MultiplierBoard, pool: UpstreamPool): GatewayM
   return (sharedMetrics ??= new GatewayMetrics(board, pool));
 }
 
+/**
+ * What the admission step reads of a gateway, in process, around a real decider (on a real or
+ * fake Valkey): the configuration, store, policy and decider given, a pool of the configured
+ * nodes, and silent metrics and logs.
+ */
+export function admissionServices(parts: {
+  config: GatewayConfig;
+  store: Store;
+  policy: Policy;
+  decider: QuotaDecider;
+  board: MultiplierBoard;
+}): AdmissionServices {
+  const { config, board } = parts;
+  const pool = new UpstreamPool(config.upstreams, config.routing, config.healthCheck, silent);
+  return { ...parts, pool, metrics: metricsFor(board, pool), log: silent };
+}
+
 export interface AdmissionUnderTest {
   admission: Admission;
   config: GatewayConfig;

@@ -17,8 +17,13 @@ export class RawNostr {
     socket.resume();
   }
 
-  static async open(baseUrl: string, from: string): Promise<RawNostr> {
-    const answer = await rawUpgrade(baseUrl, { from });
+  /** Upgrade from `from`, with extra headers (an X-Forwarded-For a trusted proxy would add). */
+  static async open(
+    baseUrl: string,
+    from: string,
+    headers: Record<string, string> = {},
+  ): Promise<RawNostr> {
+    const answer = await rawUpgrade(baseUrl, { from, headers });
     if (answer.status !== 101) throw new Error(`upgrade answered ${answer.status}`);
     return new RawNostr(answer.socket);
   }

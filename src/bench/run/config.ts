@@ -268,6 +268,8 @@ export interface RunConfig {
   floodShare: number | null;
   quota: { points: number; windowSec: number };
   inMemoryBlock: boolean;
+  /** quotas.ranges on (limits that refuse nothing): the cost of charging ranges. Absent: off. */
+  ranges?: boolean;
   relayWorkIterations: number;
   law: Law | null;
   seed: number;

@@ -66,6 +66,19 @@ export function benchGatewayConfig(
       },
       apiKeys,
       lease: { enabled: leases(cfg.implementation) },
+      ...(cfg.ranges ? { ranges: benchRanges(cfg.quota) } : {}),
     },
   };
+}
+
+/**
+ * --ranges: every range on, each as wide in limit as 256 of its clients (a /24 holds 256
+ * addresses), so that none refuses and a run measures only what charging them costs.
+ */
+function benchRanges(quota: { points: number; windowSec: number }) {
+  const wide = (prefixLength: number, clients: number) => ({
+    prefixLength,
+    write: { points: quota.points * clients, windowSec: quota.windowSec },
+  });
+  return { enabled: true, ipv4: [wide(24, 256)], ipv6: [wide(56, 256), wide(48, 65_536)] };
 }

@@ -41,6 +41,7 @@ const RunConfigSchema = z.strictObject({
   floodShare: nullableNumber,
   quota: z.strictObject({ points: count, windowSec: z.number().positive() }),
   inMemoryBlock: z.boolean(),
+  ranges: z.boolean().optional(),
   relayWorkIterations: count,
   law: z.enum(ARMS).nullable(),
   seed: z.number().int(),

@@ -15,7 +15,6 @@ import { GatewayConfigSchema } from '../../../src/config/schema.js';
 import { Admission } from '../../../src/gateway/admission.js';
 import type { ConnectionFacts } from '../../../src/gateway/admission.js';
 import { relayVerdictOf } from '../../../src/gateway/http-forward.js';
-import { UpstreamPool } from '../../../src/gateway/upstreams.js';
 import { initSignatureVerifier, verifySignature } from '../../../src/nostr/frames.js';
 import { MultiplierBoard } from '../../../src/pressure/follower/board.js';
 import { QuotaDecider } from '../../../src/quota/decider.js';
@@ -24,7 +23,7 @@ import type { Identity } from '../../../src/quota/policy.js';
 import type { WriteTicket } from '../../../src/write/ticket.js';
 import { TRANSPORT_DIFFERENCES } from '../../../src/write/transport-differences.js';
 import type { TransportDifference } from '../../../src/write/transport-differences.js';
-import { MemoryKv, metricsFor, silent } from '../../helpers/fake-admission-context.js';
+import { MemoryKv, admissionServices } from '../../helpers/fake-admission-context.js';
 import { FakeValkey, manualClock } from '../../helpers/fake-valkey.js';
 import { signedEvent } from '../../helpers/nostr-events.js';
 import { propertyParams } from '../../helpers/property-params.js';
@@ -118,19 +117,9 @@ function gateway(start: number) {
     writeBudgets: new Map([[NODE, CONFIG.upstreams[0]!.writeBudget!]]),
     nodeCount: 1,
   });
-  const pool = new UpstreamPool(CONFIG.upstreams, CONFIG.routing, CONFIG.healthCheck, silent);
   const kv = new MemoryKv();
   const store = { ...valkey.store, kv } as unknown as typeof valkey.store;
-  const ctx = {
-    config: CONFIG,
-    store,
-    policy,
-    decider,
-    pool,
-    metrics: metricsFor(board, pool),
-    log: silent,
-    board,
-  };
+  const ctx = admissionServices({ config: CONFIG, store, policy, decider, board });
   const admission = new Admission(ctx, clock.now);
   /** What an identity paid: Valkey's count less the points leased here and not yet spent. */
   const paid = async (identity: Identity) => {
