@@ -13,6 +13,14 @@
  * - relay: (nostr.verify relay) its author is charged on the relay's answer.
  * - off: authors are not charged; the senders pay.
  */
+import {
+  earlyRetryRefusal,
+  retrySec,
+  AUTH_REQUIRED_REFUSAL,
+  ID_REFUSAL,
+  IN_FLIGHT_DUPLICATE,
+  SIGNATURE_REFUSAL,
+} from '../nostr/refusals.js';
 import { nostrRejection } from '../quota/responses.js';
 import type { PlanRefusal } from './charge-plan.js';
 import { LIFT_AHEAD_SEC } from './seen-ids.js';
@@ -31,20 +39,35 @@ export function quotaRefusal(r: PlanRefusal, w: WriteState): WriteOutcome {
   return {
     type: 'refused',
     kind: 'quota',
-    message: nostrRejection(decision),
+    message: nostrRejection(decision, by === 'sender' && authWouldLift(w) ? AUTH_LIFTS : undefined),
     decision,
     by,
     plan: w.plan,
   };
 }
 
+const AUTH_LIFTS = 'AUTH (NIP-42) as a listed pubkey';
+
+/**
+ * Whether AUTH would lift this sender's refusal: a WebSocket not bound yet, charged as its
+ * address, where the auth identity is followed and a tier with listed pubkeys lifts the address.
+ */
+function authWouldLift(w: WriteState): boolean {
+  const { identity, quotas, nostr } = w.config;
+  if (!w.session || w.session.authPubkey !== undefined || w.sender.source !== 'ip') return false;
+  if (nostr.publicUrl === undefined || !identity.order.includes('auth')) return false;
+  return Object.keys(identity.pubkeyTiers).some(
+    (tier) => quotas.tiers[tier]?.chargeAddress === false,
+  );
+}
+
 /** An event whose id or signature is false: counted, and against its connection. */
-function invalid(w: WriteState, detail: string): WriteOutcome {
+function invalid(w: WriteState, message: string): WriteOutcome {
   w.services.countFrame('INVALID_SIGNATURE');
   return {
     type: 'refused',
     kind: 'invalid',
-    message: `invalid: ${detail}`,
+    message,
     counts: true,
     plan: w.plan,
   };
@@ -54,6 +77,27 @@ function duplicate(w: WriteState): WriteOutcome {
   w.services.countFrame('DUPLICATE');
   return { type: 'duplicate', plan: w.plan };
 }
+
+/**
+ * The same write from the same address again before the retry time its refusal gave: answered
+ * from memory, unjudged (no Valkey, no signature), after a hold the transport keeps
+ * (limits.earlyRetries.holdMs, at most until its time); past max in a window, its connection
+ * closes. An honest client that waits the time it was given is never here.
+ */
+export const earlyRetry: WriteCheck = (w) => {
+  const { holdMs, max, windowSec } = w.config.limits.earlyRetries;
+  const early = w.services.earlyRetries.early(w.ip, w.event.id, windowSec * 1000);
+  if (!early) return undefined;
+  w.services.countFrame('EARLY_RETRY');
+  const sec = retrySec(early.waitMs);
+  return {
+    type: 'refused',
+    kind: 'early',
+    message: earlyRetryRefusal(sec),
+    decision: early.decision,
+    early: { holdMs: Math.min(holdMs, early.waitMs), retrySec: sec, closes: early.count > max },
+  };
+};
 
 /** Kinds (nostr.blockedKinds), proof of work (nostr.pow), and the write's cost. */
 export const eventPolicy: WriteCheck = (w) => {
@@ -76,7 +120,7 @@ export const authRequired: WriteCheck = (w) => {
   return {
     type: 'refused',
     kind: 'auth',
-    message: 'auth-required: authenticate (NIP-42 AUTH) before writing to this relay',
+    message: AUTH_REQUIRED_REFUSAL,
   };
 };
 
@@ -112,6 +156,8 @@ function idMatches(w: WriteState): boolean {
  */
 function onHash(w: WriteState): boolean {
   if (w.config.nostr.verify !== 'auto') return false;
+  // A write that costs nothing (an exempt kind) decides nothing here: the relay verifies it.
+  if (w.cost === 0) return true;
   if (!w.services.headroom.reserve(w.author.key, w.cost)) return false;
   w.reserved = w.cost;
   return true;
@@ -141,7 +187,7 @@ function liftable(w: WriteState): boolean {
 export const liftedSignature: WriteCheck = (w) => {
   if (!on(w, 'lifted') || (!w.forged && w.services.verify(w.event))) return undefined;
   w.services.failedChecks.consume(w.ip, 1, FAILED_CHECKS_WINDOW_MS);
-  return w.plan.payFee(w.senders).then(() => invalid(w, 'event id or signature does not verify'));
+  return w.plan.payFee(w.senders).then(() => invalid(w, SIGNATURE_REFUSAL));
 };
 
 /**
@@ -172,8 +218,7 @@ export const acceptedHere: WriteCheck = (w) => {
     return {
       type: 'refused',
       kind: 'held',
-      message:
-        'duplicate: this event is in flight through this gateway; send it again if it is refused',
+      message: IN_FLIGHT_DUPLICATE,
     } satisfies WriteOutcome;
   });
 };
@@ -192,9 +237,9 @@ export const senderFee: WriteCheck = (w) => {
 /** An id that is not its content's hash; under relay, always hashed here (the OK proves it). */
 export const idMatchesContent: WriteCheck = (w) => {
   if (!on(w, 'verified', 'relay', 'off')) return undefined;
-  if (w.forged) return invalid(w, 'event id does not match its content');
+  if (w.forged) return invalid(w, ID_REFUSAL);
   if (w.path === 'relay' && !w.hashed && !w.services.hashMatches(w.event)) {
-    return invalid(w, 'event id does not match its content');
+    return invalid(w, ID_REFUSAL);
   }
   return undefined;
 };
@@ -225,7 +270,7 @@ async function refusedFromMemory(w: WriteState, relayMode: boolean) {
 export const signature: WriteCheck = (w) => {
   const checks = on(w, 'verified') || (on(w, 'off') && w.config.nostr.verify === 'always');
   if (!checks || w.services.verify(w.event)) return undefined;
-  return invalid(w, 'event id or signature does not verify');
+  return invalid(w, SIGNATURE_REFUSAL);
 };
 
 /** A replay of an event some gateway saw stored: answered here, its author spared. */
@@ -260,7 +305,8 @@ export const writeCharges: WriteCheck = async (w) => {
   }
   const hashed = on(w, 'hashed');
   const refused = await plan.payWrite([author], hashed ? w.senders : []);
-  if (!on(w, 'lifted')) services.headroom.learn(author.key, plan.decisionOf(author));
+  // A free write shows nothing of its author's quota: nothing is learnt from it.
+  if (!on(w, 'lifted') && w.cost > 0) services.headroom.learn(author.key, plan.decisionOf(author));
   if (!refused) return undefined;
   if (hashed && refused.by === 'author') return unpaidOnHash(w, refused);
   return quotaRefusal(refused, w);
@@ -272,13 +318,14 @@ export const writeCharges: WriteCheck = async (w) => {
  * a stored event answered duplicate:.
  */
 async function unpaidOnHash(w: WriteState, refused: PlanRefusal): Promise<WriteOutcome> {
-  if (!w.services.verify(w.event)) return invalid(w, 'event id or signature does not verify');
+  if (!w.services.verify(w.event)) return invalid(w, SIGNATURE_REFUSAL);
   if ((await w.services.seen.anywhere(w.event.id)) === true) return duplicate(w);
   return quotaRefusal(refused, w);
 }
 
 /** Every write goes through these, in this order. */
 export const WRITE_CHECKS: readonly WriteCheck[] = [
+  earlyRetry,
   eventPolicy,
   authRequired,
   heldOnConnection,
