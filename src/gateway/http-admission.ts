@@ -10,6 +10,7 @@ import type { Identity } from '../quota/policy.js';
 import { quotaProblem, rateLimitHeaders, storeUnavailableProblem } from '../quota/responses.js';
 import type { Problem } from '../quota/responses.js';
 import { parseEvent } from '../nostr/frames.js';
+import { malformedRefusal } from '../nostr/refusals.js';
 import { runWrite, senderIdentity } from '../write/pipeline.js';
 import type { WriteTicket } from '../write/ticket.js';
 import type { WriteOutcome, WriteServices } from '../write/write-state.js';
@@ -126,10 +127,10 @@ async function httpEventVerdict(
   try {
     raw = JSON.parse(body.toString('utf8'));
   } catch {
-    return answer(invalidEvent('invalid: the body is not JSON'));
+    return answer(invalidEvent(malformedRefusal('the body is not JSON')));
   }
   const parsed = parseEvent(raw);
-  if (parsed.type === 'BAD_EVENT') return answer(invalidEvent(`invalid: ${parsed.reason}`));
+  if (parsed.type === 'BAD_EVENT') return answer(invalidEvent(malformedRefusal(parsed.reason)));
   const { ip, apiKey } = facts;
   const outcome = await runWrite(services, {
     event: parsed.event,
