@@ -231,6 +231,9 @@ export class ProxiedConnection implements Drainable {
     this.ctx.metrics.frames.inc({ type: 'CLOSED_FOR_POLICY' });
     this.send(['NOTICE', closingNotice(reason)]);
     this.closeBoth(code, reason, 'gateway');
+    // A client closed for its policy (a bouncer, a forger) that does not answer the close
+    // frame would hold its socket until ws's own timeout (30 s): cut it after the grace.
+    this.cutAfterGrace();
   }
 
   /** What the session asked after a relay message: a frame to the relay, or a ticket settled. */
