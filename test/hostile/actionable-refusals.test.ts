@@ -95,7 +95,10 @@ describe('answers clients can act on, attacked', { timeout: 120_000 }, () => {
     );
     assert.ok(refused.length >= flood.length - FRAMES_PER_SEC * seconds);
     for (const m of refused) {
-      assert.match(String(m[3]), /^rate-limited: too many messages from this address; retry in 1s$/);
+      assert.match(
+        String(m[3]),
+        /^rate-limited: too many messages from this address; retry in 1s$/,
+      );
     }
     // Another address's signing traffic passes meanwhile, none of it charged.
     const skSigner = generateSecretKey();
@@ -117,7 +120,10 @@ describe('answers clients can act on, attacked', { timeout: 120_000 }, () => {
       if (ok[2] === false) refusal = ok;
     }
     assert.ok(refusal, 'the write quota refuses a note');
-    assert.match(String(refusal[3]), /^rate-limited: write quota of 2 per 60s used up; retry in \d+s$/);
+    assert.match(
+      String(refusal[3]),
+      /^rate-limited: write quota of 2 per 60s used up; retry in \d+s$/,
+    );
     for (let i = 0; i < 3; i++) {
       const e = signedEvent(24133, `signing ${i}`, sk);
       const ok = await client.okFor(e.id, ['EVENT', e]);
@@ -137,7 +143,10 @@ describe('answers clients can act on, attacked', { timeout: 120_000 }, () => {
     assert.equal((await bouncer.okFor(first.id))[2], true);
     bouncer.send(['EVENT', refusedOne]);
     const refusal = await bouncer.okFor(refusedOne.id);
-    assert.match(String(refusal[3]), /^rate-limited: write quota of 1 per 10s used up; retry in \d+s$/);
+    assert.match(
+      String(refusal[3]),
+      /^rate-limited: write quota of 1 per 10s used up; retry in \d+s$/,
+    );
 
     // 30 copies a second for two seconds, at once after the refusal.
     const sentAt = Date.now();
@@ -191,7 +200,10 @@ describe('answers clients can act on, attacked', { timeout: 120_000 }, () => {
     await new Promise((r) => setTimeout(r, sec * 1000));
     const before = client.received.length;
     client.send(['EVENT', second]);
-    await client.until('the retry answered', (msgs) => okOf(msgs.slice(before), second.id).length > 0);
+    await client.until(
+      'the retry answered',
+      (msgs) => okOf(msgs.slice(before), second.id).length > 0,
+    );
     const ok = okOf(client.received.slice(before), second.id)[0]!;
     assert.equal(ok[2], true, JSON.stringify(ok));
   });
