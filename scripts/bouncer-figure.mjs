@@ -49,14 +49,18 @@ function connect(url, from) {
 }
 
 const note = (sk, n) =>
-  finalizeEvent({ kind: 1, created_at: Math.floor(Date.now() / 1000), tags: [], content: `n${n}` }, sk);
+  finalizeEvent(
+    { kind: 1, created_at: Math.floor(Date.now() / 1000), tags: [], content: `n${n}` },
+    sk,
+  );
 
 /** Send 30 a second for SECONDS; `next()` is what to send; reconnects when closed. */
 async function drive(gw, from, next, prime) {
   let ws = await connect(gw.url, from);
   let answers = 0;
   let closes = 0;
-  const listen = (socket) => socket.on('message', (d) => (JSON.parse(d)[0] === 'OK' ? answers++ : 0));
+  const listen = (socket) =>
+    socket.on('message', (d) => (JSON.parse(d)[0] === 'OK' ? answers++ : 0));
   listen(ws);
   if (prime) await prime(ws);
   answers = 0;
@@ -86,7 +90,14 @@ async function drive(gw, from, next, prime) {
   const elapsed = (Date.now() - t0) / 1000;
   const cpu = cpuMs(gw.proc.pid) - cpu0;
   ws.close();
-  return { sent, answers, answeredPerSec: answers / elapsed, closes, cpuMs: cpu, cpuMsPerFrame: cpu / sent };
+  return {
+    sent,
+    answers,
+    answeredPerSec: answers / elapsed,
+    closes,
+    cpuMs: cpu,
+    cpuMsPerFrame: cpu / sent,
+  };
 }
 
 const relay = await startRelay({ nodeId: 'relay-a' });
@@ -99,7 +110,24 @@ const unslowedGw = await gateway(relay, 'unslowed', {
   ...tight,
   limits: { earlyRetries: { holdMs: 1, max: 1_000_000_000 } },
 });
+/** Each gateway's own CPU while idle (health checks, timers), per second: subtracted below. */
+async function idleMsPerSec(gws) {
+  const before = gws.map((g) => cpuMs(g.proc.pid));
+  await new Promise((r) => setTimeout(r, SECONDS * 1000));
+  return gws.map((g, i) => (cpuMs(g.proc.pid) - before[i]) / SECONDS);
+}
+
+function net(result, idle) {
+  const cpuMsNet = Math.max(0, result.cpuMs - idle * SECONDS);
+  return { ...result, idleCpuMsPerSec: idle, cpuMsNet, cpuMsNetPerFrame: cpuMsNet / result.sent };
+}
+
 try {
+  const [idleHonest, idleBouncer, idleUnslowed] = await idleMsPerSec([
+    honestGw,
+    bouncerGw,
+    unslowedGw,
+  ]);
   const sk = generateSecretKey();
   let n = 0;
   const honest = await drive(honestGw, '127.0.50.2', () => note(sk, n++));
@@ -112,7 +140,14 @@ try {
   };
   const bouncer = await drive(bouncerGw, '127.0.50.3', () => bounced, prime);
   const unslowed = await drive(unslowedGw, '127.0.50.4', () => bounced, prime);
-  console.log(JSON.stringify({ seconds: SECONDS, perSec: PER_SEC, honest, bouncer, unslowed }, null, 1));
+  const figures = {
+    seconds: SECONDS,
+    perSec: PER_SEC,
+    honest: net(honest, idleHonest),
+    bouncer: net(bouncer, idleBouncer),
+    unslowed: net(unslowed, idleUnslowed),
+  };
+  console.log(JSON.stringify(figures, null, 1));
 } finally {
   await Promise.all([honestGw.proc.stop(), bouncerGw.proc.stop(), unslowedGw.proc.stop()]);
   await relay.stop();

@@ -8,6 +8,10 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
+import { finalizeEvent, generateSecretKey } from 'nostr-tools/pure';
+import type { Event } from 'nostr-tools/pure';
+import type { IdentitySource } from '../../../src/config/schema.js';
+import type { Admission, ConnectionFacts } from '../../../src/gateway/admission.js';
 import { PROJECT_ROOT } from '../../../src/harness/paths.js';
 import {
   EARLY_RETRY_CLOSE,
@@ -20,6 +24,12 @@ import {
 import type { QuotaDecision } from '../../../src/quota/decider.js';
 import { nostrRejection, quotaProblem } from '../../../src/quota/responses.js';
 import { EarlyRetries, EARLY_GRACE_MS } from '../../../src/write/early-retries.js';
+import { admissionUnderTest } from '../../helpers/fake-admission-context.js';
+
+const signed = (kind: number) =>
+  finalizeEvent({ kind, created_at: 1_800_000_000, tags: [], content: 'x' }, generateSecretKey());
+const NOTE = signed(1);
+const SIGNING = signed(24133);
 
 const NIP01 = /^(rate-limited|auth-required|pow|restricted|invalid|error|blocked|duplicate|mute):/;
 
@@ -144,5 +154,44 @@ describe('early retries', { timeout: 10_000 }, () => {
     for (const id of ['a', 'b', 'c', 'd']) book.refused('ip', id, 10, decision({}));
     assert.equal(book.size, 3);
     assert.equal(book.early('ip', 'a', 60_000), undefined);
+  });
+});
+
+describe('what a refusal offers instead, and exempt kinds', { timeout: 30_000 }, () => {
+  const conn = (admission: Admission): ConnectionFacts => ({
+    ip: '198.51.100.9',
+    nodeId: 'relay-a',
+    session: admission.newSession(),
+  });
+  const frame = (e: Event) => Buffer.from(JSON.stringify(['EVENT', e]));
+
+  it('names AUTH where AUTH as a listed pubkey would lift the address', async () => {
+    const settings = (tiers: Record<string, string>) => ({
+      identity: { order: ['auth', 'ip'] as IdentitySource[], pubkeyTiers: tiers },
+      nostr: { publicUrl: 'ws://127.0.0.1:1' },
+      quotas: {
+        tiers: {
+          default: { write: { points: 1, windowSec: 60 } },
+          paid: { write: { points: 100, windowSec: 60 }, chargeAddress: false },
+        },
+      },
+    });
+    const lifting = admissionUnderTest(settings({ paid: 'paid.txt' }), ['limited']);
+    const lifted = await lifting.admission.frame(conn(lifting.admission), frame(NOTE), false);
+    assert.match(String(lifted.reply?.[3]), /retry in 3s, or AUTH \(NIP-42\) as a listed pubkey$/);
+    const plain = admissionUnderTest(settings({}), ['limited']);
+    const refused = await plain.admission.frame(conn(plain.admission), frame(NOTE), false);
+    assert.match(String(refused.reply?.[3]), /retry in 3s$/, 'no tier lifts: AUTH is not offered');
+  });
+
+  it('writes kind 24133 free of every quota by default; exemptKinds [] charges it', async () => {
+    const free = admissionUnderTest({ identity: { order: ['pubkey', 'ip'] } }, ['limited']);
+    const passed = await free.admission.frame(conn(free.admission), frame(SIGNING), false);
+    assert.equal(passed.forward, true);
+    assert.equal(free.decider.charges.length, 0, 'nothing asked of the quota');
+    const charged = admissionUnderTest({ nostr: { exemptKinds: [] } }, ['limited']);
+    const refused = await charged.admission.frame(conn(charged.admission), frame(SIGNING), false);
+    assert.equal(refused.forward, false);
+    assert.match(String(refused.reply?.[3]), /^rate-limited: write quota/);
   });
 });
