@@ -23,6 +23,10 @@ export const frameRateRefusal = (sec: number) =>
 export const earlyRetryRefusal = (sec: number) =>
   `rate-limited: sent again before the time given; ${retryIn(sec)}`;
 
+/** A write whose cost is more than its whole quota (nostr.costs against quotas.tiers). */
+export const costsMoreThanQuota = (cost: number, limit: number, windowSec: number) =>
+  `rate-limited: this write costs ${cost} points, more than the whole write quota of ${limit} per ${windowSec}s; no retry passes`;
+
 /** The close that ends a bouncer: past limits.earlyRetries.max early retries. */
 export const EARLY_RETRY_CLOSE = 'rate-limited: writes sent again before the time given';
 
@@ -116,6 +120,12 @@ export const REFUSALS: readonly RefusalEntry[] = [
     example:
       'rate-limited: write quota of 60 per 60s used up; retry in 12s, or AUTH (NIP-42) as a listed pubkey',
     remedy: timed,
+  },
+  {
+    name: 'costs-more-than-quota',
+    sent: 'OK',
+    example: costsMoreThanQuota(20, 10, 60),
+    remedy: never('a cheaper write (another kind, a smaller one, or proof of work)'),
   },
   {
     name: 'pressure',

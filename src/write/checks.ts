@@ -17,6 +17,7 @@ import {
   earlyRetryRefusal,
   retrySec,
   AUTH_REQUIRED_REFUSAL,
+  costsMoreThanQuota,
   ID_REFUSAL,
   IN_FLIGHT_DUPLICATE,
   SIGNATURE_REFUSAL,
@@ -39,7 +40,9 @@ export function quotaRefusal(r: PlanRefusal, w: WriteState): WriteOutcome {
   return {
     type: 'refused',
     kind: 'quota',
-    message: nostrRejection(decision, by === 'sender' && authWouldLift(w) ? AUTH_LIFTS : undefined),
+    message: neverFits(w, decision)
+      ? costsMoreThanQuota(w.cost, decision.limit, decision.windowSec)
+      : nostrRejection(decision, by === 'sender' && authWouldLift(w) ? AUTH_LIFTS : undefined),
     decision,
     by,
     plan: w.plan,
@@ -47,6 +50,14 @@ export function quotaRefusal(r: PlanRefusal, w: WriteState): WriteOutcome {
 }
 
 const AUTH_LIFTS = 'AUTH (NIP-42) as a listed pubkey';
+
+/**
+ * A write that costs more than a whole window of its quota at full strength: no retry time
+ * exists, and saying one would send the client back for nothing.
+ */
+function neverFits(w: WriteState, d: PlanRefusal['decision']): boolean {
+  return d.outcome !== 'error' && d.policy === 'writes' && d.multiplier >= 1 && w.cost > d.limit;
+}
 
 /**
  * Whether AUTH would lift this sender's refusal: a WebSocket not bound yet, charged as its

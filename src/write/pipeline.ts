@@ -6,6 +6,7 @@
 import type { GatewayConfig } from '../config/schema.js';
 import type { Identity } from '../quota/policy.js';
 import { pubkeyIdentity, resolveIdentity } from '../quota/policy.js';
+import { retryInSec } from '../nostr/refusals.js';
 import { retryAfterSec } from '../quota/responses.js';
 import { ChargePlan } from './charge-plan.js';
 import { WRITE_CHECKS } from './checks.js';
@@ -75,7 +76,7 @@ export async function runWrite(services: WriteServices, req: WriteRequest): Prom
 function noted(services: WriteServices, req: WriteRequest, outcome: WriteOutcome): WriteOutcome {
   if (outcome.type !== 'refused' || outcome.kind !== 'quota') return outcome;
   const { decision } = outcome;
-  if (decision && decision.outcome !== 'error') {
+  if (decision && decision.outcome !== 'error' && retryInSec(outcome.message) !== undefined) {
     services.earlyRetries.refused(req.ip, req.event.id, retryAfterSec(decision), decision);
   }
   return outcome;

@@ -195,3 +195,24 @@ describe('what a refusal offers instead, and exempt kinds', { timeout: 30_000 },
     assert.match(String(refused.reply?.[3]), /^rate-limited: write quota/);
   });
 });
+
+describe('a write dearer than its whole quota', { timeout: 30_000 }, () => {
+  it('says no retry passes rather than a time', async () => {
+    const { admission } = admissionUnderTest(
+      {
+        nostr: { costs: { kinds: { '1984': 20 } } },
+        quotas: { tiers: { default: { write: { points: 10, windowSec: 60 } } } },
+      },
+      ['limited'],
+    );
+    const session = admission.newSession();
+    const report = signed(1984);
+    const frame = Buffer.from(JSON.stringify(['EVENT', report]));
+    const verdict = await admission.frame(
+      { ip: '198.51.100.7', nodeId: 'relay-a', session },
+      frame,
+      false,
+    );
+    assert.equal(retryInSec(String(verdict.reply?.[3])), undefined, String(verdict.reply?.[3]));
+  });
+});
