@@ -200,8 +200,11 @@ export class Admission {
       reply: ['OK', event.id, false, outcome.message],
     };
     if (outcome.counts && session.invalid()) verdict.close = TOO_MANY_INVALID;
-    if (outcome.early?.closes) verdict.close = { code: 1008, reason: EARLY_RETRY_CLOSE };
-    else if (outcome.early) verdict.holdMs = outcome.early.holdMs;
+    if (outcome.early) {
+      // Held before the close too: a bouncer that reconnects at once is answered no faster.
+      verdict.holdMs = outcome.early.holdMs;
+      if (outcome.early.closes) verdict.close = { code: 1008, reason: EARLY_RETRY_CLOSE };
+    }
     return verdict;
   }
 
