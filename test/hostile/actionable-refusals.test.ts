@@ -7,7 +7,9 @@
  * - a bouncer sending a refused write again at once, 30 times a second (Yonle/bostr #12): it
  *   gets fewer answers than it sends, is closed (1008, rate-limited:) past the bound, and
  *   another client writes meanwhile; an honest client that waits the time it was given is
- *   served.
+ *   served;
+ * - the same bouncer over POST /events: its early copy is held, then answered 429 with
+ *   Retry-After and RateLimit headers, unjudged.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -18,6 +20,7 @@ import type { GatewayUnderTest } from '../helpers/gateway.js';
 import { signedEvent } from '../helpers/nostr-events.js';
 import { startRelay } from '../helpers/processes.js';
 import type { RelayProcess } from '../helpers/processes.js';
+import { rawRequest } from '../helpers/raw-http.js';
 import { RawNostr } from '../helpers/raw-nostr.js';
 
 const FRAMES_PER_SEC = 20;
@@ -206,5 +209,31 @@ describe('answers clients can act on, attacked', { timeout: 120_000 }, () => {
     );
     const ok = okOf(client.received.slice(before), second.id)[0]!;
     assert.equal(ok[2], true, JSON.stringify(ok));
+  });
+
+  it('a bouncer over POST /events is held and answered 429 with when to retry', async () => {
+    const post = (e: Event) => {
+      const body = JSON.stringify(e);
+      return rawRequest(
+        bounce.url,
+        `POST /events HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n` +
+          `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+        '127.0.41.5',
+      );
+    };
+    const first = await post(signedEvent(1, 'http first'));
+    assert.ok(first.status < 300, `${first.status} ${first.body}`);
+    const second = signedEvent(1, 'http second');
+    const refused = await post(second);
+    assert.equal(refused.status, 429, refused.body);
+    assert.ok(Number(refused.headers['retry-after']) >= 1);
+    const t0 = Date.now();
+    const early = await post(second);
+    const heldMs = Date.now() - t0;
+    assert.equal(early.status, 429, early.body);
+    assert.match(early.body, /sent again before the time given; retry in \d+s/);
+    assert.ok(Number(early.headers['retry-after']) >= 1, JSON.stringify(early.headers));
+    assert.ok(early.headers.ratelimit, 'RateLimit headers on an early retry too');
+    assert.ok(heldMs >= HOLD_MS - 50, `held ${heldMs} ms`);
   });
 });
