@@ -581,8 +581,9 @@ export const GatewayConfigSchema = z
               .default(2000)
               .describe(
                 'A write refused with a retry time and sent again before it (the same event ' +
-                  'from the same address) is answered rate-limited: after this long (at most ' +
-                  'until its retry time), unjudged: a bouncer gets fewer answers than it sends',
+                  'from the same address) is answered rate-limited:, unjudged; from its second ' +
+                  'early copy on, after this long (at most until its retry time): a bouncer ' +
+                  'gets fewer answers than it sends',
               ),
             max: positiveInt
               .default(20)

@@ -91,9 +91,10 @@ function duplicate(w: WriteState): WriteOutcome {
 
 /**
  * The same write from the same address again before the retry time its refusal gave: answered
- * from memory, unjudged (no Valkey, no signature), after a hold the transport keeps
- * (limits.earlyRetries.holdMs, at most until its time); past max in a window, its connection
- * closes. An honest client that waits the time it was given is never here.
+ * from memory, unjudged (no Valkey, no signature); from its second early copy on, after a hold
+ * the transport keeps (limits.earlyRetries.holdMs, at most until its time); past max in a
+ * window, its connection closes. An honest client that waits the time it was given is never
+ * here; one that resends its pending events once on reconnect is answered at once.
  */
 export const earlyRetry: WriteCheck = (w) => {
   const { holdMs, max, windowSec } = w.config.limits.earlyRetries;
@@ -106,7 +107,11 @@ export const earlyRetry: WriteCheck = (w) => {
     kind: 'early',
     message: earlyRetryRefusal(sec),
     decision: early.decision,
-    early: { holdMs: Math.min(holdMs, early.waitMs), retrySec: sec, closes: early.count > max },
+    early: {
+      holdMs: early.repeated ? Math.min(holdMs, early.waitMs) : 0,
+      retrySec: sec,
+      closes: early.count > max,
+    },
   };
 };
 

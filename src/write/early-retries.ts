@@ -20,6 +20,8 @@ interface Due {
   atMs: number;
   /** The refusal's decision, for the RateLimit headers of an early retry over HTTP. */
   decision: QuotaDecision;
+  /** Early copies of this write so far. */
+  copies: number;
 }
 
 export interface EarlyRetry {
@@ -27,6 +29,11 @@ export interface EarlyRetry {
   waitMs: number;
   /** Early retries from this address in the running window, this one included. */
   count: number;
+  /**
+   * This write was sent early before: a bouncer. A first early copy is what an honest client
+   * resending its pending events on reconnect sends (each once), and is not held.
+   */
+  repeated: boolean;
   decision: QuotaDecision;
 }
 
@@ -47,7 +54,7 @@ export class EarlyRetries {
     const key = `${ip} ${id}`;
     const atMs = this.now() + retrySec * 1000;
     const held = this.due.get(key);
-    if (!held || held.atMs < atMs) this.due.set(key, { atMs, decision });
+    if (!held || held.atMs < atMs) this.due.set(key, { atMs, decision, copies: held?.copies ?? 0 });
   }
 
   /**
@@ -64,7 +71,8 @@ export class EarlyRetries {
       return undefined;
     }
     const count = this.perAddress.consume(ip, 1, windowMs).consumed;
-    return { waitMs, count, decision: held.decision };
+    held.copies++;
+    return { waitMs, count, repeated: held.copies > 1, decision: held.decision };
   }
 
   /** Refused writes held now. */
