@@ -45,9 +45,10 @@ usage: ./scripts/run-all.sh [options]        (no options on a terminal: a menu)
   --distribution D        uniform | zipf (default uniform)
   --no-baselines          skip quotas-off and the @fastify/rate-limit peer (Nostr keeps
                           relay-alone: it is what "through the gateway / relay alone" divides by)
-  --relay-impl R          reference | nostr-rs-relay (default reference). nostr-rs-relay is
-                          built from crates.io on first use (cargo and protoc; cached under
-                          \${XDG_CACHE_HOME:-~/.cache}/sluice/relays) and speaks Nostr only:
+  --relay-impl R          reference | nostr-rs-relay | khatru (default reference). nostr-rs-relay
+                          is built from crates.io (cargo and protoc), khatru from relays/khatru
+                          with Go modules (go 1.24+), each on first use (cached under
+                          \${XDG_CACHE_HOME:-~/.cache}/sluice/relays); both speak Nostr only:
                           it needs --workload nostr or oom
   --valkey-standalone H:P use a running standalone Valkey instead of starting one
   --valkey-cluster H:P    use a running cluster (any node) instead of starting one
@@ -217,9 +218,10 @@ if needs cluster && [ -z "$valkey_cluster" ]; then
   "${SLUICE[@]}" valkey start --cluster --base-port "$CLUSTER_BASE"
   valkey_cluster="127.0.0.1:$CLUSTER_BASE"
 fi
-if [ "$relay_impl" = nostr-rs-relay ]; then
-  ensure_nostr_rs_relay
-fi
+case "$relay_impl" in
+  nostr-rs-relay) ensure_nostr_rs_relay ;;
+  khatru) ensure_khatru_relay ;;
+esac
 if [ -z "$relay_url" ] && needs relay-light; then
   start_relay relay-a 0 "$SLUICE_RUN_DIR/relay-light"
   relay_url="$RELAY_STARTED_URL"
@@ -237,7 +239,8 @@ pinning="relay, gateway and Valkey not pinned"
 pinning+="; load generator ${load_cpus:+pinned to CPUs $load_cpus}"
 [ -n "$load_cpus" ] || pinning+="not pinned"
 relay_note="$relay_impl"
-[ "$relay_impl" = nostr-rs-relay ] && relay_note+=" $("${SLUICE[@]}" bench relay-install --print-path)"
+[ "$relay_impl" = reference ] \
+  || relay_note+=" $("${SLUICE[@]}" bench relay-install --relay-impl "$relay_impl" --print-path)"
 "${SLUICE[@]}" bench session --out-dir "$RESULTS_DIR" \
   --command "./scripts/run-all.sh ${original_args[*]}" \
   --set "python=$(.venv/bin/python --version | cut -d' ' -f2)" \

@@ -18,8 +18,9 @@ usage: [VAR=value ...] ./scripts/run-benchmark.sh
                      new author, as a public relay's writers) (default light)
   RATE_LIMITER_TYPE  an implementation (below), optionally with :cluster (default
                      valkey-glide); relay-alone is the load straight to the relay (nostr)
-  RELAY_IMPL         a relay (below); nostr-rs-relay is nostr only, built from crates.io on
-                     first use and cached, see docs/BENCHMARKS.md (default reference)
+  RELAY_IMPL         a relay (below); nostr-rs-relay (from crates.io) and khatru (relays/khatru,
+                     from Go modules) are nostr only, built on first use and cached, see
+                     docs/BENCHMARKS.md (default reference)
   RATE               HTTP: offer N requests/s (open loop, latency from intended send times)
                      instead of the closed loop (default: closed)
   OUTPUT_FILE        result file (default results/<timestamp>/<standard name>.json)
@@ -44,7 +45,7 @@ usage: [VAR=value ...] ./scripts/run-benchmark.sh
   VALKEY_STANDALONE  host:port of a running standalone Valkey (else one is started)
   VALKEY_CLUSTER     host:port of any node of a running cluster (else one is started)
   RELAY_URL          a running reference relay with the workload's WORK_ITERATIONS
-                     (else one is started for this run; not with RELAY_IMPL=nostr-rs-relay)
+                     (else one is started for this run; not with a third-party RELAY_IMPL)
   RESULTS_DIR        where the result goes when OUTPUT_FILE is not set
   SLUICE_SKIP_SETUP  1: do not install or build (run-all.sh has done it)
 
@@ -70,15 +71,18 @@ RATE_LIMITER_TYPE="${RATE_LIMITER_TYPE:-valkey-glide}"
 RELAY_IMPL="${RELAY_IMPL:-reference}"
 case "$RELAY_IMPL" in
   reference) ;;
-  nostr-rs-relay)
+  nostr-rs-relay | khatru)
     [[ "$REQUEST_TYPE" == nostr* ]] \
-      || die "nostr-rs-relay only speaks Nostr: REQUEST_TYPE=$REQUEST_TYPE needs RELAY_IMPL=reference" ;;
-  *) die "RELAY_IMPL: unknown relay '$RELAY_IMPL' (reference, nostr-rs-relay)" ;;
+      || die "$RELAY_IMPL only speaks Nostr: REQUEST_TYPE=$REQUEST_TYPE needs RELAY_IMPL=reference" ;;
+  *) die "RELAY_IMPL: unknown relay '$RELAY_IMPL' (reference, nostr-rs-relay, khatru)" ;;
 esac
 
 if [ "${SLUICE_SKIP_SETUP:-0}" != 1 ]; then
   setup
-  [ "$RELAY_IMPL" = reference ] || ensure_nostr_rs_relay
+  case "$RELAY_IMPL" in
+    nostr-rs-relay) ensure_nostr_rs_relay ;;
+    khatru) ensure_khatru_relay ;;
+  esac
 fi
 export SLUICE_RUN_DIR="${SLUICE_RUN_DIR:-$ROOT/.run/run-benchmark}"
 

@@ -50,34 +50,45 @@ stop_bounded() {
   wait "$bounded_pid" 2>/dev/null || true
 }
 
-# nostr-rs-relay, for the tests that run in front of it (AUTH, --relay-impl, the README's
-# path): built from crates.io in the background at the lowest priority while the rest of the
-# suite runs (several minutes, once per machine), then those files run last. It is also the
-# CPU-heavy neighbour the suite must stay green beside. Without cargo they skip, saying why.
-NRR_FILES=(
-  dist/test/integration/nostr-rs-relay-auth.test.js
+# The third-party relays, for the tests that run in front of them (AUTH, --relay-impl, the
+# README's path): nostr-rs-relay built from crates.io with cargo (several minutes) and the
+# khatru relay from Go modules with go (a minute or two), each once per machine, in the
+# background at the lowest priority while the rest of the suite runs; then those files run
+# last. They are also the CPU-heavy neighbours the suite must stay green beside. A relay
+# whose toolchain is missing, or whose build fails or runs late, has its tests skip, saying why.
+RELAY_FILES=(
+  dist/test/integration/third-party-auth.test.js
+  dist/test/integration/third-party-dialects.test.js
   dist/test/integration/relay-impl.test.js
   dist/test/integration/readme-path.test.js
+  dist/test/hostile/khatru-unparsable-signatures.test.js
 )
-NRR_BUILD_WAIT_SEC="${SLUICE_TEST_RELAY_BUILD_WAIT_SEC:-1500}"
-nrr_build_pid=
-nrr_bin="$("${SLUICE[@]}" bench relay-install --print-path)"
-if [ ! -x "$nrr_bin" ] && [ -z "${SLUICE_TEST_NO_RELAY_BUILD:-}" ]; then
-  if command -v cargo >/dev/null || [ -x "${CARGO_HOME:-$HOME/.cargo}/bin/cargo" ]; then
-    say "building nostr-rs-relay in the background (log: $SLUICE_RUN_DIR/nostr-rs-relay-build.log)"
-    mkdir -p "$SLUICE_RUN_DIR"
-    # Its own session, so that every exit path can stop the whole build by its group.
-    setsid bash -c 'renice -n 19 $$ >/dev/null; source scripts/lib/common.sh; ensure_nostr_rs_relay' \
-      >"$SLUICE_RUN_DIR/nostr-rs-relay-build.log" 2>&1 &
-    nrr_build_pid=$!
-  else
-    say "cargo not found: the tests in front of nostr-rs-relay will skip (install Rust to run them)"
+RELAY_BUILD_WAIT_SEC="${SLUICE_TEST_RELAY_BUILD_WAIT_SEC:-1500}"
+relay_build_pids=()
+relay_build_names=()
+mkdir -p "$SLUICE_RUN_DIR"
+# start_relay_build IMPL ENSURE_FUNCTION TOOL_FOUND: the build in a session of its own, so that
+# every exit path can stop it whole by its group.
+start_relay_build() {
+  local impl=$1 ensure=$2 found=$3 bin
+  bin="$("${SLUICE[@]}" bench relay-install --relay-impl "$impl" --print-path)"
+  [ ! -x "$bin" ] && [ -z "${SLUICE_TEST_NO_RELAY_BUILD:-}" ] || return 0
+  if [ "$found" != yes ]; then
+    say "the toolchain for $impl was not found: the tests in front of it will skip"
+    return 0
   fi
-fi
+  say "building $impl in the background (log: $SLUICE_RUN_DIR/$impl-build.log)"
+  setsid bash -c "renice -n 19 \$\$ >/dev/null; source scripts/lib/common.sh; $ensure" \
+    >"$SLUICE_RUN_DIR/$impl-build.log" 2>&1 &
+  relay_build_pids+=($!)
+  relay_build_names+=("$impl")
+}
+start_relay_build nostr-rs-relay ensure_nostr_rs_relay "$(have_cargo && echo yes || true)"
+start_relay_build khatru ensure_khatru_relay "$(have_go && echo yes || true)"
 stop_relay_build() {
-  [ -n "$nrr_build_pid" ] || return 0
-  kill -TERM -- "-$nrr_build_pid" 2>/dev/null || true
-  nrr_build_pid=
+  local pid
+  for pid in "${relay_build_pids[@]}"; do kill -TERM -- "-$pid" 2>/dev/null || true; done
+  relay_build_pids=()
 }
 
 trap 'stop_valkey; stop_relay_build' EXIT
@@ -180,7 +191,7 @@ npm run --silent lint || failed+=(lint)
 say "Node integration and hostile tests"
 node_files=()
 while read -r f; do
-  [[ " ${NRR_FILES[*]} " == *" $f "* ]] || node_files+=("$f")
+  [[ " ${RELAY_FILES[*]} " == *" $f "* ]] || node_files+=("$f")
 done < <(node_test_files integration hostile)
 node_suite integration "$NODE_SUITE_TIMEOUT_SEC" "${node_files[@]}" || failed+=(node)
 
@@ -212,21 +223,22 @@ elif [[ " ${failed[*]} " == *" python "* ]]; then
   py_fail=1 # killed or crashed before it wrote a report
 fi
 
-if [ -n "$nrr_build_pid" ]; then
-  say "waiting for the nostr-rs-relay build (at most ${NRR_BUILD_WAIT_SEC}s from the start)"
-  while kill -0 "$nrr_build_pid" 2>/dev/null && [ $(( $(date +%s) - started_at )) -lt "$NRR_BUILD_WAIT_SEC" ]; do
+for i in "${!relay_build_pids[@]}"; do
+  pid=${relay_build_pids[$i]} impl=${relay_build_names[$i]}
+  say "waiting for the $impl build (at most ${RELAY_BUILD_WAIT_SEC}s from the start)"
+  while kill -0 "$pid" 2>/dev/null && [ $(( $(date +%s) - started_at )) -lt "$RELAY_BUILD_WAIT_SEC" ]; do
     sleep 5
   done
-  if kill -0 "$nrr_build_pid" 2>/dev/null; then
-    say "the nostr-rs-relay build did not finish in time: its tests skip"
-    stop_relay_build
-  elif [ ! -x "$nrr_bin" ]; then
-    say "the nostr-rs-relay build failed (see $SLUICE_RUN_DIR/nostr-rs-relay-build.log): its tests skip"
-    tail -5 "$SLUICE_RUN_DIR/nostr-rs-relay-build.log" || true
+  if kill -0 "$pid" 2>/dev/null; then
+    say "the $impl build did not finish in time: its tests skip"
+    kill -TERM -- "-$pid" 2>/dev/null || true
+  elif [ ! -x "$("${SLUICE[@]}" bench relay-install --relay-impl "$impl" --print-path)" ]; then
+    say "the $impl build failed (see $SLUICE_RUN_DIR/$impl-build.log): its tests skip"
+    tail -5 "$SLUICE_RUN_DIR/$impl-build.log" || true
   fi
-  nrr_build_pid=
-fi
-say "Node tests in front of nostr-rs-relay"
-node_suite nrr "$NODE_SUITE_TIMEOUT_SEC" "${NRR_FILES[@]}" || failed+=(node-nrr)
+done
+relay_build_pids=()
+say "Node tests in front of the third-party relays"
+node_suite third-party "$NODE_SUITE_TIMEOUT_SEC" "${RELAY_FILES[@]}" || failed+=(node-third-party)
 
 finish

@@ -72,6 +72,10 @@ ensure_prometheus() {
     || say "warning: could not install prometheus (apt-get install prometheus): test/integration/prometheus.test.ts will skip"
 }
 
+have_cargo() { command -v cargo >/dev/null || [ -x "${CARGO_HOME:-$HOME/.cargo}/bin/cargo" ]; }
+# go on PATH, $GO, or the official tarball's place (the same places the harness looks).
+have_go() { command -v go >/dev/null || [ -x "${GO:-}" ] || [ -x /usr/local/go/bin/go ]; }
+
 # nostr-rs-relay (pinned) for --relay-impl nostr-rs-relay: built once from crates.io into
 # ${XDG_CACHE_HOME:-~/.cache}/sluice/relays (several minutes). Needs cargo (rustup) and protoc
 # (Debian's protobuf-compiler, installed when missing; or set PROTOC). Call after build.
@@ -79,7 +83,7 @@ ensure_nostr_rs_relay() {
   local bin
   bin="$("${SLUICE[@]}" bench relay-install --print-path)"
   [ -x "$bin" ] && return 0
-  command -v cargo >/dev/null || [ -x "${CARGO_HOME:-$HOME/.cargo}/bin/cargo" ] \
+  have_cargo \
     || die "nostr-rs-relay is built from crates.io with cargo: install Rust (https://rustup.rs), then run again. The commands: $("${SLUICE[@]}" bench relay-install --print-command)"
   if ! command -v protoc >/dev/null && [ ! -x "${PROTOC:-}" ]; then
     command -v apt-get >/dev/null || die "building nostr-rs-relay needs protoc: install protobuf-compiler or set PROTOC"
@@ -93,6 +97,19 @@ ensure_nostr_rs_relay() {
   fi
   say "building nostr-rs-relay from crates.io (once, several minutes) into $(dirname "$(dirname "$bin")")"
   "${SLUICE[@]}" bench relay-install >/dev/null
+}
+
+# The khatru relay (relays/khatru) for --relay-impl khatru: built once with go (khatru and the
+# badger eventstore from the Go module proxy, no cgo) into the same cache, keyed by khatru's
+# version and the source's hash (a minute or two). Needs Go 1.24 or later. Call after build.
+ensure_khatru_relay() {
+  local bin
+  bin="$("${SLUICE[@]}" bench relay-install --relay-impl khatru --print-path)"
+  [ -x "$bin" ] && return 0
+  have_go \
+    || die "the khatru relay is built with go: install Go 1.24 or later (https://go.dev/dl), then run again. The command: $("${SLUICE[@]}" bench relay-install --relay-impl khatru --print-command)"
+  say "building the khatru relay with Go modules (once, a minute or two) into $(dirname "$bin")"
+  "${SLUICE[@]}" bench relay-install --relay-impl khatru >/dev/null
 }
 
 # tsc when a source is newer than the last build here (a fresh clone, an edit, a checkout):

@@ -24,6 +24,16 @@ import {
 const NOSTR_RS_RELAY_SUSTAINABLE_BYTES = 1.5 * 1024 * 1024;
 const NOSTR_RS_RELAY_SUSTAINABLE_TEXT = '1.5 MiB/s';
 
+/** The sustainable rate when --sustainable is not given: measured for two relays only. */
+function sustainableDefault(relayImpl: RelayImpl, drain: number): number {
+  if (relayImpl === 'reference') return drain;
+  if (relayImpl === 'nostr-rs-relay') return NOSTR_RS_RELAY_SUSTAINABLE_BYTES;
+  throw new Error(
+    `${relayImpl} has no measured sustainable rate: give --sustainable (bench oom-probe ` +
+      `--relay-impl ${relayImpl} shows how its memory follows the load)`,
+  );
+}
+
 /** The flags: the options that keep their names, and those given in other units. */
 type OomFlags = Pick<
   OomBenchOptions,
@@ -80,7 +90,8 @@ export function registerOomBench(bench: Command): void {
     .option(
       '--sustainable <bytes>',
       'event bytes per second the relay takes while at its target (default: the drain for the ' +
-        `reference relay; ${NOSTR_RS_RELAY_SUSTAINABLE_TEXT} for nostr-rs-relay, from oom-probe)`,
+        `reference relay; ${NOSTR_RS_RELAY_SUSTAINABLE_TEXT} for nostr-rs-relay, from oom-probe; ` +
+        'required for khatru)',
       parseBytes,
     )
     .option('--event-bytes <bytes>', 'content bytes of each event', parseBytes, 32 * 1024)
@@ -170,9 +181,7 @@ export function registerOomBench(bench: Command): void {
             },
             cgroupParent: flags.cgroupParent,
             drainBytesPerSec: flags.drain,
-            sustainableBytesPerSec:
-              flags.sustainable ??
-              (relayImpl === 'reference' ? flags.drain : NOSTR_RS_RELAY_SUSTAINABLE_BYTES),
+            sustainableBytesPerSec: flags.sustainable ?? sustainableDefault(relayImpl, flags.drain),
             contentBytes: flags.eventBytes,
             limitHeadroomBytes: flags.limitHeadroom,
             targetHeadroomBytes: flags.targetHeadroom,

@@ -1,8 +1,8 @@
 import { Option } from 'commander';
 import type { Command } from 'commander';
 import { AT_LIMIT_AUTHORS, HEAVY_WORK_ITERATIONS, WORKLOADS } from '../bench/run/config.js';
-import type { NostrIdentity, RelayImpl, Workload } from '../bench/run/config.js';
-import { NOSTR_IDENTITIES } from '../bench/run/config.js';
+import type { NostrIdentity, RelayImpl, ThirdPartyImpl, Workload } from '../bench/run/config.js';
+import { NOSTR_IDENTITIES, THIRD_PARTY_IMPLS } from '../bench/run/config.js';
 import { positiveInt, positiveNumber, relayImplOption, share } from './flags.js';
 import { checkPinning, parseCpuList } from '../harness/pinning.js';
 
@@ -110,8 +110,9 @@ export function registerBenchRun(bench: Command): void {
     .option('--relay <url>', 'a running reference relay (else one is started)')
     .addOption(
       relayImplOption(
-        'the relay: the reference one, or nostr-rs-relay (built from crates.io on first use ' +
-          'and cached; Nostr workload only)',
+        'the relay: the reference one, nostr-rs-relay (built from crates.io with cargo) or ' +
+          'khatru (a khatru relay built from Go modules with go), each on first use and ' +
+          'cached; Nostr workload only',
         'reference',
       ),
     )
@@ -283,26 +284,32 @@ export function registerBenchRun(bench: Command): void {
     });
 }
 
-/** `sluice bench relay-install`: build the third-party relay into its cache (run-all.sh). */
+/** `sluice bench relay-install`: build a third-party relay into its cache (run-all.sh). */
 export function registerRelayInstall(bench: Command): void {
   bench
     .command('relay-install')
     .description(
-      'build nostr-rs-relay (pinned) from crates.io into the cache, unless it is there; ' +
-        'prints the binary',
+      'build a third-party relay into the cache, unless it is there: nostr-rs-relay (pinned, ' +
+        'from crates.io) or khatru (relays/khatru, from Go modules); prints the binary',
+    )
+    .addOption(
+      new Option('--relay-impl <name>', 'the relay to build')
+        .choices(THIRD_PARTY_IMPLS)
+        .default('nostr-rs-relay'),
     )
     .option('--print-command', 'only print the commands that build it')
     .option('--print-path', 'only print where the binary is (or will be)')
-    .action(async (flags: { printCommand?: boolean; printPath?: boolean }) => {
-      const m = await import('../bench/run/third-party-relay.js');
+    .action(async (flags: { relayImpl: string; printCommand?: boolean; printPath?: boolean }) => {
+      const { thirdPartyRelay } = await import('../bench/run/third-party-relays.js');
+      const kind = thirdPartyRelay(flags.relayImpl as ThirdPartyImpl);
       if (flags.printCommand) {
-        console.log(m.installCommand(m.findCargo() ?? 'cargo'));
+        console.log(kind.buildCommand());
         return;
       }
       if (flags.printPath) {
-        console.log(m.nostrRsRelayBinary());
+        console.log(kind.binary());
         return;
       }
-      console.log(await m.ensureNostrRsRelay((line) => console.error(line)));
+      console.log(await kind.ensure((line) => console.error(line)));
     });
 }

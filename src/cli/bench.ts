@@ -8,6 +8,8 @@ import { registerFleetBench } from './bench-fleet.js';
 import { registerSpikeBench } from './bench-spike.js';
 import { registerStepBench } from './bench-step.js';
 import { registerScaleBench } from './bench-scale.js';
+import { registerScaleFleetBench } from './bench-scale-fleet.js';
+import { registerAdaptiveWorkBench } from './bench-adaptive-work.js';
 import { registerOomBench, registerOomProbe } from './bench-oom.js';
 import { InvalidArgumentError } from 'commander';
 import { collect, positiveInt } from './flags.js';
@@ -26,6 +28,8 @@ export function registerBench(program: Command): void {
   registerSpikeBench(bench);
   registerStepBench(bench);
   registerScaleBench(bench);
+  registerScaleFleetBench(bench);
+  registerAdaptiveWorkBench(bench);
   registerOomBench(bench);
   registerOomProbe(bench);
   bench

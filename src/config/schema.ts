@@ -700,6 +700,34 @@ export const GatewayConfigSchema = z
                 })
                 .optional()
                 .describe('Cheaper writes for more work (rounded up, at least 1 point)'),
+              adaptive: z
+                .strictObject({
+                  enabled: z
+                    .boolean()
+                    .default(false)
+                    .describe(
+                      "Ask more work of authors without a tier, unauthenticated, while a node's " +
+                        'multiplier is below 1 (members are never asked)',
+                    ),
+                  bitsPerHalving: z
+                    .number()
+                    .gt(0)
+                    .max(64)
+                    .default(4)
+                    .describe('Leading zero bits added for each halving of the multiplier'),
+                  maxDifficulty: z
+                    .number()
+                    .int()
+                    .min(0)
+                    .max(256)
+                    .default(28)
+                    .describe('The most ever asked (what a multiplier of 0 asks)'),
+                })
+                .prefault({})
+                .describe(
+                  'Work instead of refusal under pressure: the difficulty in force is ' +
+                    'minDifficulty + ceil(bitsPerHalving x log2(1 / m)), at most maxDifficulty',
+                ),
             })
             .prefault({})
             .describe(

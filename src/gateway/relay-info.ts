@@ -10,6 +10,7 @@ import { LRUCache } from 'lru-cache';
 import type { Dispatcher } from 'undici';
 import type { Problem } from '../quota/responses.js';
 import type { GatewayContext } from './context.js';
+import { requiredDifficulty } from '../nostr/adaptive-work.js';
 import { mergeRelayInfo } from '../nostr/relay-info-document.js';
 import type { GatewayLimits } from '../nostr/relay-info-document.js';
 import type { ForwardRoute } from './http-forward.js';
@@ -296,6 +297,11 @@ export async function relayInfoAnswer(
   const doc = mergeRelayInfo(fetched.doc, {
     maxFrameBytes: config.limits.maxFrameBytes,
     nostr: config.nostr,
+    powInForce: requiredDifficulty(
+      ctx.board.get(route.node.id).value,
+      config.nostr.pow.minDifficulty,
+      config.nostr.pow.adaptive,
+    ),
     ...(config.quotas.enabled ? currentQuotas(ctx, route.node.id) : {}),
   });
   return {

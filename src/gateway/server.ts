@@ -106,9 +106,10 @@ export async function buildGateway(
     pool,
     metrics,
     log,
+    board,
     ...(admittedTally ? { admittedTally } : {}),
   };
-  const ctx: GatewayContext = { ...services, board, address, admission: new Admission(services) };
+  const ctx: GatewayContext = { ...services, address, admission: new Admission(services) };
   if (config.pressure.avoidEmergency) pool.avoid((id) => board.get(id).emergency === true);
 
   await pool.start();

@@ -17,7 +17,7 @@ import type { GatewayContext } from './context.js';
 /** What the write path reads from the gateway: built before it, so no cycle and no cast. */
 export type AdmissionServices = Pick<
   GatewayContext,
-  'config' | 'store' | 'policy' | 'decider' | 'pool' | 'metrics' | 'log' | 'admittedTally'
+  'config' | 'store' | 'policy' | 'decider' | 'pool' | 'metrics' | 'log' | 'admittedTally' | 'board'
 >;
 
 export function writeServices(ctx: AdmissionServices, now: () => number): WriteServices {
@@ -41,6 +41,7 @@ export function writeServices(ctx: AdmissionServices, now: () => number): WriteS
     hashMatches: eventIdMatches,
     settle: settleServices(ctx, seen, now, countFrame),
     countFrame,
+    multiplier: (nodeId) => ctx.board.get(nodeId).value,
     forwarded: (nodeId, bytes, cost) => ctx.admittedTally?.note(nodeId, bytes, cost),
     now,
   };

@@ -35,6 +35,11 @@ export class EventPolicy {
     this.pow = nostr.pow;
   }
 
+  /** Whether a kind is written free of every quota (nostr.exemptKinds). */
+  exempt(kind: number): boolean {
+    return this.exemptKind(kind);
+  }
+
   /** `bytes`: the size of the message the event came in (the cost's size part). */
   judge(event: Event, bytes: number): EventJudgement {
     if (this.blockedKind(event.kind)) {

@@ -56,6 +56,11 @@ export const blockedKindRefusal = (kind: number) =>
 export const powRefusal = (work: number, min: number) =>
   `pow: difficulty ${work} is below the required ${min}; mine at least ${min} bits (NIP-13)`;
 
+/** nostr.pow.adaptive: the work asked while the relay is under load (write/checks.ts). */
+export const adaptiveWorkRefusal = (required: number, work: number) =>
+  `pow: difficulty ${required} is asked while this relay is under load (this event has ` +
+  `${work}); add proof of work (NIP-13), or write as a member`;
+
 export const AUTH_REQUIRED_REFUSAL =
   'auth-required: authenticate (NIP-42 AUTH) before writing to this relay';
 
@@ -203,6 +208,12 @@ export const REFUSALS: readonly RefusalEntry[] = [
     sent: 'OK',
     example: powRefusal(3, 20),
     remedy: never('the same content mined to the difficulty named'),
+  },
+  {
+    name: 'adaptive-work',
+    sent: 'OK',
+    example: adaptiveWorkRefusal(12, 0),
+    remedy: never('the same content mined to the difficulty named, or a member'),
   },
   {
     name: 'auth-required',

@@ -20,6 +20,11 @@ export interface GatewayLimits {
   /** limits.maxFrameBytes: the largest message the gateway passes on. */
   maxFrameBytes: number;
   nostr: GatewayConfig['nostr'];
+  /**
+   * The difficulty asked now of authors without a tier (nostr.pow.adaptive, the node's
+   * multiplier below 1), when above nostr.pow.minDifficulty.
+   */
+  powInForce?: number;
   /** The default tier's write quota in force on the node, when quotas are on. */
   writeQuota?: CurrentQuota;
   /**
@@ -75,7 +80,7 @@ export function mergeRelayInfo(
   limitation.max_message_length = stricter(limitation.max_message_length, gateway.maxFrameBytes);
 
   const policy = gateway.nostr as NostrWritePolicy;
-  const pow = positiveNumber(policy.pow?.minDifficulty);
+  const pow = positiveNumber(Math.max(policy.pow?.minDifficulty ?? 0, gateway.powInForce ?? 0));
   if (pow !== undefined) {
     // The higher difficulty is the stricter one.
     limitation.min_pow_difficulty = Math.max(

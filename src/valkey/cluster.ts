@@ -165,8 +165,11 @@ export interface ClusterNodeView {
   port: number;
   role: 'primary' | 'replica';
   primaryId: string | null;
+  /** Slot ranges ("0-5460", "5461"; open migrations "[slot->-id]" are left out). */
   slots: string[];
   connected: boolean;
+  /** Flagged failed by the cluster (fail, not the suspicion fail?). */
+  failed: boolean;
 }
 
 /** Parse CLUSTER NODES output. */
@@ -182,8 +185,9 @@ export function parseClusterNodes(text: string): ClusterNodeView[] {
         port,
         role: flags?.includes('master') ? 'primary' : 'replica',
         primaryId: primary && primary !== '-' ? primary : null,
-        slots,
+        slots: slots.filter((s) => !s.startsWith('[')),
         connected: link === 'connected',
+        failed: (flags ?? '').split(',').includes('fail'),
       };
     });
 }

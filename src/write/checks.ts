@@ -13,7 +13,10 @@
  * - relay: (nostr.verify relay) its author is charged on the relay's answer.
  * - off: authors are not charged; the senders pay.
  */
+import { requiredDifficulty } from '../nostr/adaptive-work.js';
+import { workDone } from '../nostr/pow.js';
 import {
+  adaptiveWorkRefusal,
   earlyRetryRefusal,
   retrySec,
   AUTH_REQUIRED_REFUSAL,
@@ -139,6 +142,40 @@ export const authRequired: WriteCheck = (w) => {
     message: AUTH_REQUIRED_REFUSAL,
   };
 };
+
+/**
+ * nostr.pow.adaptive: while the node's multiplier is below 1, an event of a non-member must
+ * carry the difficulty in force (adaptive-work.ts). Judged on the id as claimed: a forged id
+ * claiming work is refused later, as every forgery is (the signature, or the relay's answer).
+ */
+export const adaptiveWork: WriteCheck = (w) => {
+  const { pow } = w.config.nostr;
+  // An exempt kind (NIP-46 signing) is never limited by default, under load or not.
+  if (!pow.adaptive.enabled || w.services.eventPolicy.exempt(w.event.kind)) return undefined;
+  const m = w.services.multiplier(w.nodeId);
+  const required = requiredDifficulty(m, pow.minDifficulty, pow.adaptive);
+  if (required <= pow.minDifficulty || isMember(w)) return undefined;
+  const work = workDone(w.event.id, w.event.tags);
+  if (work >= required) return undefined;
+  w.services.countFrame('POW');
+  return {
+    type: 'refused',
+    kind: 'blocked',
+    message: adaptiveWorkRefusal(required, work),
+  };
+};
+
+/**
+ * A member is never asked for adaptive work: its author's pubkey, its AUTH pubkey or its API
+ * key holds a tier. A bare AUTH is no membership: a key costs nothing to mint.
+ */
+function isMember(w: WriteState): boolean {
+  const { policy } = w;
+  if (policy.tierOfPubkey(w.event.pubkey) !== undefined) return true;
+  const auth = w.session?.authPubkey;
+  if (auth !== undefined && policy.tierOfPubkey(auth) !== undefined) return true;
+  return w.apiKey !== undefined && policy.tierOfApiKey(w.apiKey) !== undefined;
+}
 
 /** The connection's own bounds: the same id awaited already, too much awaited. */
 export const heldOnConnection: WriteCheck = (w) => {
@@ -344,6 +381,7 @@ export const WRITE_CHECKS: readonly WriteCheck[] = [
   earlyRetry,
   eventPolicy,
   authRequired,
+  adaptiveWork,
   heldOnConnection,
   route,
   liftedSignature,

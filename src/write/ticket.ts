@@ -44,7 +44,7 @@ export interface SettleServices {
 /** What settling did, in order, and whether the relay's `invalid:` proved a forgery. */
 export interface Settled {
   steps: string[];
-  /** An event forwarded unverified does not verify: counts against its connection. */
+  /** An event forwarded unverified, then refused, does not verify: counts against its connection. */
   invalid: boolean;
 }
 
@@ -76,7 +76,11 @@ export class WriteTicket {
   private async settleAhead(verdict: RelayVerdict): Promise<Settled> {
     const steps: string[] = [];
     const { event, kept, unverified, lifted } = this.terms;
-    const invalid = verdict === 'invalid' && kept !== undefined && !this.services.verify(kept);
+    // Any refusal of an event forwarded on its hash is checked, not only `invalid:`: khatru
+    // answers `error: failed to verify signature` for a signature it cannot even parse (r
+    // past the field), which is as much a forgery.
+    const refused = verdict === 'invalid' || verdict === 'refused';
+    const invalid = refused && kept !== undefined && !this.services.verify(kept);
     const forgedLost = verdict === 'lost' && kept !== undefined && !this.services.verify(kept);
     if (verdict === 'refused' || verdict === 'invalid' || verdict === 'duplicate' || forgedLost) {
       if (this.plan.write.some((t) => t.decision?.receipt)) steps.push('refund-author');

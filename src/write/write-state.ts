@@ -47,6 +47,8 @@ export interface WriteServices {
   settle: SettleServices;
   /** Frames counted by type (BLOCKED, POW, DUPLICATE, ...). */
   countFrame: (type: string) => void;
+  /** The node's limit multiplier now, in [0, 1] (the pressure feed's). */
+  multiplier: (nodeId: string) => number;
   /** A write on its way to the node (the pressure feed's admitted tally). */
   forwarded: (nodeId: string, bytes: number, cost: number) => void;
   now: () => number;

@@ -187,6 +187,7 @@ export function admissionUnderTest(
     pool,
     metrics: metricsFor(board, pool),
     log: silent,
+    board,
   };
   const admission = new Admission(ctx, options.now);
   return { admission, config, decider, kv, ctx };

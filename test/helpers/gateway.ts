@@ -163,6 +163,24 @@ export async function writesConsumed(gw: GatewayUnderTest, client: string): Prom
   return write.consumed - (write.lease?.held ?? 0);
 }
 
+/**
+ * What `client` paid once it reaches `expected` (settlements after a relay's answer are
+ * asynchronous), or what it paid when the deadline passed.
+ */
+export async function writesConsumedReach(
+  gw: GatewayUnderTest,
+  client: string,
+  expected: number,
+  timeoutMs = 10_000,
+): Promise<number> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const paid = await writesConsumed(gw, client);
+    if (paid === expected || Date.now() > deadline) return paid;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
 /** A metric's value on the admin listener: the series `name{labels}` exactly; 0 when absent. */
 export async function metricValue(
   gw: GatewayUnderTest,

@@ -3,6 +3,15 @@ import { finalizeEvent, generateSecretKey, getEventHash, getPublicKey } from 'no
 import type { Event } from 'nostr-tools/pure';
 import { NostrClient } from './gateway.js';
 
+/**
+ * A kind-1 note in `pubkey`'s name, created now: its id is the hash of its content (so a
+ * gateway can charge it on the hash), its signature `sig`, which is not `pubkey`'s.
+ */
+export function inNameOf(pubkey: string, content: string, sig: string): Event {
+  const body = { kind: 1, created_at: Math.floor(Date.now() / 1000), tags: [], content, pubkey };
+  return { ...body, id: getEventHash(body), sig };
+}
+
 /** A signed event of `kind`, created now, by `sk` (a fresh key unless given). */
 export function signedEvent(
   kind: number,

@@ -6,10 +6,11 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { finalizeEvent, generateSecretKey, getEventHash, getPublicKey } from 'nostr-tools/pure';
+import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import type { Event } from 'nostr-tools/pure';
 import { NostrClient, admin, metricValue, startGateway } from '../helpers/gateway.js';
 import type { GatewayUnderTest } from '../helpers/gateway.js';
+import { inNameOf } from '../helpers/nostr-events.js';
 import { startRelay } from '../helpers/processes.js';
 import type { RelayProcess } from '../helpers/processes.js';
 import { RawNostr } from '../helpers/raw-nostr.js';
@@ -123,16 +124,7 @@ describe('events that do not verify', { timeout: 90_000 }, () => {
     victim.send(['EVENT', first]);
     await victim.until((m) => m.some((x) => x[0] === 'OK' && x[1] === first.id));
     // Its id is the hash of its content and its pubkey the victim's; the signature is not.
-    const inVictimsName = (n: number): Event => {
-      const body = {
-        kind: 1,
-        created_at: Math.floor(Date.now() / 1000),
-        tags: [],
-        content: `not mine ${n}`,
-        pubkey: victimKey,
-      };
-      return { ...body, id: getEventHash(body), sig: forged(n).sig };
-    };
+    const inVictimsName = (n: number) => inNameOf(victimKey, `not mine ${n}`, forged(n).sig);
     const attacker = await RawNostr.open(cutOff.url, '127.0.11.6');
     const gone = new Promise<void>((resolve) => attacker.socket.once('close', () => resolve()));
     for (let i = 0; i < 5; i++) attacker.send(['EVENT', inVictimsName(i)]);
@@ -186,16 +178,7 @@ describe('events that do not verify', { timeout: 90_000 }, () => {
 
     const before = await metricValue(gw, 'sluice_frames_total', 'type="INVALID_SIGNATURE"');
     const attacker = await RawNostr.open(gw.url, '127.0.11.9');
-    const inAuthorsName = (n: number): Event => {
-      const body = {
-        kind: 1,
-        created_at: Math.floor(Date.now() / 1000),
-        tags: [],
-        content: `not the author's ${n}`,
-        pubkey: author,
-      };
-      return { ...body, id: getEventHash(body), sig: forged(n).sig };
-    };
+    const inAuthorsName = (n: number) => inNameOf(author, `not the author's ${n}`, forged(n).sig);
     for (let i = 0; i < 5; i++) {
       const event = inAuthorsName(i);
       attacker.send(['EVENT', event]);

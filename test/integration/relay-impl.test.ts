@@ -1,11 +1,11 @@
 /**
  * The relay alone (the denominator of "Nostr EVENT/s through the gateway / relay alone"),
- * fresh events (every EVENT new; running out fails loudly), and the third-party relay
- * (nostr-rs-relay), which runs only when its cached build exists: building it takes minutes
- * and CI does not.
+ * fresh events (every EVENT new; running out fails loudly), and the third-party relays
+ * (nostr-rs-relay, the khatru relay), each of which runs only when its cached build exists:
+ * building takes minutes, and scripts/test.sh does it in the background.
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -15,25 +15,16 @@ import { runFileName } from '../../src/bench/run/config.js';
 import type { RunConfig } from '../../src/bench/run/config.js';
 import { signFreshEvents } from '../../src/bench/run/fresh-events.js';
 import { runOnce } from '../../src/bench/run/runner.js';
-import {
-  NOSTR_RS_RELAY_VERSION,
-  nostrRsRelayBinary,
-  nostrRsRelayConfig,
-  startNostrRsRelay,
-} from '../../src/bench/run/third-party-relay.js';
-import type { ThirdPartyRelay } from '../../src/bench/run/third-party-relay.js';
+import type { ThirdPartyRelay } from '../../src/bench/run/relay-process.js';
+import { nostrRsRelayConfig } from '../../src/bench/run/third-party-relay.js';
 import { runNostrLoad } from '../../src/bench/ws-load.js';
 import { parseNodeAddress } from '../../src/store/options.js';
 import { startRelay } from '../helpers/processes.js';
 import type { RelayProcess } from '../helpers/processes.js';
 import '../helpers/signals.js';
+import { relaysUnderSuite } from '../helpers/third-party-relays.js';
 
 const VALKEY = process.env.SLUICE_TEST_STANDALONE;
-const NRR = nostrRsRelayBinary();
-const NRR_SKIP = existsSync(NRR)
-  ? false
-  : `nostr-rs-relay ${NOSTR_RS_RELAY_VERSION} is not built (${NRR} missing; ` +
-    'build it with `sluice bench relay-install`, several minutes)';
 
 function nostrConfig(over: Partial<RunConfig>): RunConfig {
   return {
@@ -178,8 +169,8 @@ describe('relay-alone with the reference relay', { timeout: 180_000 }, () => {
   );
 });
 
-describe('nostr-rs-relay (the cached build)', { timeout: 120_000 }, () => {
-  it('writes a config that binds loopback and sets no rate limit', () => {
+describe('nostr-rs-relay: its config', { timeout: 10_000 }, () => {
+  it('binds loopback and sets no rate limit', () => {
     const toml = nostrRsRelayConfig(4242, '/tmp/x');
     assert.match(toml, /address = "127\.0\.0\.1"/);
     assert.match(toml, /port = 4242/);
@@ -189,55 +180,63 @@ describe('nostr-rs-relay (the cached build)', { timeout: 120_000 }, () => {
       runFileName(nostrConfig({ relayImpl: 'nostr-rs-relay' })),
       'relay-alone_standalone_nostr_nostr-rs-relay_4c_2s_run1.json',
     );
+    assert.equal(
+      runFileName(nostrConfig({ relayImpl: 'khatru' })),
+      'relay-alone_standalone_nostr_khatru_4c_2s_run1.json',
+    );
   });
-
-  it(
-    'starts, answers one EVENT with OK true, and stops by its PID',
-    { skip: NRR_SKIP },
-    async () => {
-      const dir = mkdtempSync(path.join(os.tmpdir(), 'sluice-nrr-'));
-      let relay: ThirdPartyRelay | undefined;
-      try {
-        relay = await startNostrRsRelay(dir, () => undefined);
-        const event = finalizeEvent(
-          {
-            kind: 1,
-            created_at: Math.floor(Date.now() / 1000),
-            tags: [],
-            content: `sluice test ${Date.now()}`,
-          },
-          generateSecretKey(),
-        );
-        const ok = await sendAndAwaitOk(relay.wsUrl, JSON.stringify(['EVENT', event]), event.id);
-        assert.equal(ok[2], true, JSON.stringify(ok));
-        const pid = relay.pid;
-        await relay.stop();
-        assert.throws(() => process.kill(pid, 0), /ESRCH/);
-      } finally {
-        await relay?.stop();
-        rmSync(dir, { recursive: true, force: true });
-      }
-    },
-  );
-
-  it(
-    'relay-alone: a short run measures it with new events',
-    {
-      skip: NRR_SKIP || (VALKEY ? false : 'SLUICE_TEST_STANDALONE is not set'),
-    },
-    async () => {
-      const lines: string[] = [];
-      const r = await runOnce(
-        nostrConfig({ relayImpl: 'nostr-rs-relay' }),
-        { valkey: parseNodeAddress(VALKEY!) },
-        (l) => lines.push(l),
-      );
-      assert.equal(r.status, 'ok', `${r.failureReasons.join('; ')}\n${lines.join('\n')}`);
-      assert.ok(r.counts!.requests > 0);
-      assert.equal(r.events!.duplicates, 0);
-      const relay = r.processes.find((p) => p.role === 'relay')!;
-      assert.equal(relay.name, `nostr-rs-relay-${NOSTR_RS_RELAY_VERSION}`);
-      assert.ok(relay.cpuPercent.mean! > 0);
-    },
-  );
 });
+
+for (const suite of relaysUnderSuite()) {
+  describe(`${suite.impl} (the cached build)`, { timeout: 120_000 }, () => {
+    it(
+      'starts, answers one EVENT with OK true, and stops by its PID',
+      { skip: suite.skip },
+      async () => {
+        const dir = mkdtempSync(path.join(os.tmpdir(), `sluice-${suite.impl}-`));
+        let relay: ThirdPartyRelay | undefined;
+        try {
+          relay = await suite.kind.start(dir, () => undefined);
+          const event = finalizeEvent(
+            {
+              kind: 1,
+              created_at: Math.floor(Date.now() / 1000),
+              tags: [],
+              content: `sluice test ${Date.now()}`,
+            },
+            generateSecretKey(),
+          );
+          const ok = await sendAndAwaitOk(relay.wsUrl, JSON.stringify(['EVENT', event]), event.id);
+          assert.equal(ok[2], true, JSON.stringify(ok));
+          const pid = relay.pid;
+          await relay.stop();
+          assert.throws(() => process.kill(pid, 0), /ESRCH/);
+        } finally {
+          await relay?.stop();
+          rmSync(dir, { recursive: true, force: true });
+        }
+      },
+    );
+
+    it(
+      'relay-alone: a short run measures it with new events',
+      {
+        skip: suite.skip || (VALKEY ? false : 'SLUICE_TEST_STANDALONE is not set'),
+      },
+      async () => {
+        const lines: string[] = [];
+        const r = await runOnce(
+          nostrConfig({ relayImpl: suite.impl }),
+          { valkey: parseNodeAddress(VALKEY!) },
+          (l) => lines.push(l),
+        );
+        assert.equal(r.status, 'ok', `${r.failureReasons.join('; ')}\n${lines.join('\n')}`);
+        assert.ok(r.counts!.requests > 0);
+        assert.equal(r.events!.duplicates, 0);
+        const relay = r.processes.find((p) => p.role === 'relay')!;
+        assert.equal(relay.name, suite.kind.label());
+        assert.ok(relay.cpuPercent.mean! > 0);
+      },
+    );
+  });
+}

@@ -14,7 +14,7 @@ import type { FloodShape, FloodTransport } from './flood.js';
 import { runArm } from './oom-arm.js';
 import type { ArmResult, OomScenario } from './oom-arm.js';
 import type { OomRelay } from './relays.js';
-import { nostrRsRelay, referenceRelay } from './relays.js';
+import { referenceRelay, thirdPartyOomRelay } from './relays.js';
 import { allMet, markdownTable, targetsOf } from './summary.js';
 import { httpTransport, wsTransport } from './transports.js';
 
@@ -66,7 +66,7 @@ export function relayFactory(
   const env = { ...process.env };
   return impl === 'reference'
     ? () => referenceRelay({ drainBytesPerSec, maxEventBytes, env })
-    : () => nostrRsRelay({ env, log });
+    : () => thirdPartyOomRelay({ impl, env, log });
 }
 
 export async function runOomBench(

@@ -9,8 +9,8 @@ import path from 'node:path';
 import { freeLoopbackPort } from '../../harness/ports.js';
 import { startRelay } from '../../harness/processes.js';
 import type { ProcessExit } from '../../harness/processes.js';
-import type { RelayImpl } from '../run/config.js';
-import { NOSTR_RS_RELAY_VERSION, startNostrRsRelay } from '../run/third-party-relay.js';
+import type { RelayImpl, ThirdPartyImpl } from '../run/config.js';
+import { thirdPartyRelay } from '../run/third-party-relays.js';
 import { WebSocket } from 'ws';
 
 export interface RelayUnderTest {
@@ -143,21 +143,26 @@ export async function readBackNostr(wsUrl: string, ids: string[]): Promise<Set<s
   return found;
 }
 
-/** nostr-rs-relay (built and cached on first use), with its SQLite in its own directory. */
-export async function nostrRsRelay(o: {
+/**
+ * A third-party relay (built and cached on first use), with its database in its own directory
+ * (nostr-rs-relay's SQLite, the khatru relay's badger).
+ */
+export async function thirdPartyOomRelay(o: {
+  impl: ThirdPartyImpl;
   env: NodeJS.ProcessEnv;
   log: (line: string) => void;
 }): Promise<OomRelay> {
-  const workDir = mkdtempSync(path.join(os.tmpdir(), 'sluice-oom-nostr-rs-relay-'));
+  const kind = thirdPartyRelay(o.impl);
+  const workDir = mkdtempSync(path.join(os.tmpdir(), `sluice-oom-${o.impl}-`));
   const port = await freeLoopbackPort();
   return {
-    impl: 'nostr-rs-relay',
-    nodeId: `nostr-rs-relay-${NOSTR_RS_RELAY_VERSION}`,
+    impl: o.impl,
+    nodeId: kind.label(),
     transport: 'websocket',
-    // nostr-rs-relay has no /healthz: its root answers a plain GET with 200.
+    // A third-party relay has no /healthz: its root answers a plain GET with 200.
     gatewayExtra: { healthCheck: { path: '/' } },
     async start(procsFile) {
-      const relay = await startNostrRsRelay(workDir, o.log, o.env, {
+      const relay = await kind.start(workDir, o.log, o.env, {
         port,
         cgroupProcs: procsFile,
       });

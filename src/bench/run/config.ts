@@ -19,9 +19,15 @@ export type Baseline = (typeof BASELINES)[number];
 export const IMPLEMENTATIONS = [...CLIENT_KINDS, ...LEASED_CLIENTS, ...BASELINES] as const;
 export type Implementation = (typeof IMPLEMENTATIONS)[number];
 
-/** The relay behind the front end: ours, or one that users run (built from crates.io). */
-export const RELAY_IMPLS = ['reference', 'nostr-rs-relay'] as const;
+/**
+ * The relay behind the front end: ours, or one that users run (nostr-rs-relay built from
+ * crates.io, a khatru relay from Go modules).
+ */
+export const RELAY_IMPLS = ['reference', 'nostr-rs-relay', 'khatru'] as const;
 export type RelayImpl = (typeof RELAY_IMPLS)[number];
+/** The relays started and stopped per run (built into a cache on first use). */
+export type ThirdPartyImpl = Exclude<RelayImpl, 'reference'>;
+export const THIRD_PARTY_IMPLS = RELAY_IMPLS.filter((r): r is ThirdPartyImpl => r !== 'reference');
 
 /** Heavy writes cost the relay this many sha256 rounds each (~1 ms of one core here). */
 export const HEAVY_WORK_ITERATIONS = 500;

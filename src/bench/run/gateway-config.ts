@@ -38,8 +38,8 @@ export function benchGatewayConfig(
       inflightLimit: BENCH_INFLIGHT_LIMIT,
     },
     upstreams: [{ id: 'relay-a', url: relayUrl }],
-    // nostr-rs-relay has no /healthz: its root answers a plain GET with 200.
-    ...(cfg.relayImpl === 'nostr-rs-relay' ? { healthCheck: { path: '/' } } : {}),
+    // A third-party relay has no /healthz: its root answers a plain GET with 200.
+    ...(cfg.relayImpl && cfg.relayImpl !== 'reference' ? { healthCheck: { path: '/' } } : {}),
     // The load generator is the only peer; it names its clients in X-Forwarded-For.
     trustedProxies: ['127.0.0.1'],
     logging: { level: 'warn', requests: false },

@@ -29,7 +29,7 @@ import type { RunFile } from './result-schema.js';
 import { FreshBudget } from './fresh-budget.js';
 import { loadFor } from './load.js';
 import type { Load } from './load.js';
-import { startNostrRsRelay } from './third-party-relay.js';
+import { thirdPartyRelay } from './third-party-relays.js';
 import { allowedCpus, pinForRun, pinPid } from '../../harness/pinning.js';
 
 const POOL_SIZE = 500;
@@ -203,7 +203,7 @@ interface RunningRelay {
   nodeId: string;
 }
 
-/** The relay of the run: the one given, else a fresh reference relay or nostr-rs-relay. */
+/** The relay of the run: the one given, else a fresh reference relay or a third-party one. */
 async function relayForRun(
   cfg: RunConfig,
   targets: RunTargets,
@@ -211,13 +211,14 @@ async function relayForRun(
   started: { stop(): Promise<unknown> }[],
   log: (line: string) => void,
 ): Promise<RunningRelay> {
-  if (cfg.relayImpl === 'nostr-rs-relay') {
+  if (cfg.relayImpl && cfg.relayImpl !== 'reference') {
     if (targets.relayUrl) {
       throw new Error(
-        '--relay is for a running reference relay; nostr-rs-relay is started per run',
+        `--relay is for a running reference relay; ${cfg.relayImpl} is started per run`,
       );
     }
-    const relay = await startNostrRsRelay(workDir, log, process.env, { cpus: cfg.cpus });
+    const kind = thirdPartyRelay(cfg.relayImpl);
+    const relay = await kind.start(workDir, log, process.env, { cpus: cfg.cpus });
     started.push(relay);
     return { url: relay.url, pid: relay.pid, nodeId: relay.nodeId };
   }

@@ -8,36 +8,20 @@
  * The cache: `$SLUICE_RELAY_CACHE`, else `${XDG_CACHE_HOME:-~/.cache}/sluice/relays`, holding
  * `nostr-rs-relay-<version>/bin/nostr-rs-relay`.
  */
-import { spawn, spawnSync } from 'node:child_process';
-import { underTaskset } from '../../harness/pinning.js';
+import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import type { ChildProcess } from 'node:child_process';
-import {
-  closeSync,
-  existsSync,
-  mkdirSync,
-  openSync,
-  readFileSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs';
+import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { WebSocket } from 'ws';
 import { freeLoopbackPort } from '../../harness/ports.js';
-import { inCgroup, killOnExit } from '../../harness/processes.js';
-import type { ProcessExit } from '../../harness/processes.js';
+import { onPath, relayCacheRoot, startRelayProcess } from './relay-process.js';
+import type { RelayStartOptions, ThirdPartyRelay } from './relay-process.js';
+
+export { relayCacheRoot } from './relay-process.js';
+export type { ThirdPartyRelay } from './relay-process.js';
 
 /** The newest nostr-rs-relay on crates.io when this was written (and it builds here). */
 export const NOSTR_RS_RELAY_VERSION = '0.8.12';
-const READY_TIMEOUT_MS = 20_000;
-const STOP_GRACE_MS = 5_000;
-
-export function relayCacheRoot(env: NodeJS.ProcessEnv = process.env): string {
-  if (env.SLUICE_RELAY_CACHE) return env.SLUICE_RELAY_CACHE;
-  const cache = env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache');
-  return path.join(cache, 'sluice', 'relays');
-}
 
 /** Where the pinned build lives (`--root` of cargo install). */
 export function nostrRsRelayRoot(env: NodeJS.ProcessEnv = process.env): string {
@@ -76,15 +60,6 @@ export function installCommand(cargo = 'cargo', env: NodeJS.ProcessEnv = process
     `${cargo} install --locked --root ${root} --path ${src}`,
     `rm -rf ${path.dirname(src)}`,
   ].join(' && ');
-}
-
-function onPath(name: string, env: NodeJS.ProcessEnv): string | undefined {
-  for (const dir of (env.PATH ?? '').split(path.delimiter)) {
-    if (!dir) continue;
-    const file = path.join(dir, name);
-    if (existsSync(file)) return file;
-  }
-  return undefined;
 }
 
 /** cargo on PATH, else rustup's default place. */
@@ -188,7 +163,7 @@ async function fetchCrate(src: string): Promise<void> {
 export function nostrRsRelayConfig(
   port: number,
   dataDir: string,
-  opts: NostrRsRelayOptions = {},
+  opts: Pick<RelayStartOptions, 'auth'> = {},
 ): string {
   return `# Written by sluice bench for one run.
 [info]
@@ -223,66 +198,12 @@ mode = "disabled"
 `;
 }
 
-export interface NostrRsRelayOptions {
-  /** NIP-42 on: the relay sends a challenge and checks AUTH events' relay tag against this URL. */
-  auth?: { relayUrl: string };
-}
-
-export interface ThirdPartyRelay {
-  pid: number;
-  /** http://127.0.0.1:<port>: the gateway's upstream (its WebSocket is the same URL as ws:). */
-  url: string;
-  wsUrl: string;
-  nodeId: string;
-  /** What the relay printed (its log file), for errors. */
-  output(): string;
-  stop(): Promise<void>;
-  /** Settles when the process is gone, however it ended. */
-  exited: Promise<ProcessExit>;
-}
-
-export interface NostrRsRelayOptions {
-  /** Start it under `taskset -c` on these cores (a single-box benchmark run). */
-  cpus?: readonly number[] | null;
-  /** A fixed port (a restart on the same data keeps its address); else a free one. */
-  port?: number;
-  /** Start it inside this cgroup (its `cgroup.procs` file). */
-  cgroupProcs?: string;
-}
-
-/** True once a WebSocket to `url` opens (then closed at once). */
-function wsOpens(url: string, timeoutMs: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const ws = new WebSocket(url, { handshakeTimeout: timeoutMs });
-    const done = (ok: boolean) => {
-      ws.removeAllListeners();
-      ws.on('error', () => undefined);
-      ws.terminate();
-      resolve(ok);
-    };
-    ws.once('open', () => done(true));
-    ws.once('error', () => done(false));
-    ws.once('close', () => done(false));
-  });
-}
-
-function waitExit(child: ChildProcess, ms: number): Promise<boolean> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(true);
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => resolve(false), ms);
-    child.once('exit', () => {
-      clearTimeout(timer);
-      resolve(true);
-    });
-  });
-}
-
 /** Start nostr-rs-relay in `workDir` and wait (with a deadline) until it accepts a WebSocket. */
 export async function startNostrRsRelay(
   workDir: string,
   log: (line: string) => void,
   env: NodeJS.ProcessEnv = process.env,
-  opts: NostrRsRelayOptions = {},
+  opts: RelayStartOptions = {},
 ): Promise<ThirdPartyRelay> {
   const binary = await ensureNostrRsRelay(log, env);
   const dataDir = path.join(workDir, 'nostr-rs-relay-data');
@@ -290,66 +211,17 @@ export async function startNostrRsRelay(
   const port = opts.port ?? (await freeLoopbackPort());
   const configFile = path.join(workDir, 'nostr-rs-relay.toml');
   writeFileSync(configFile, nostrRsRelayConfig(port, dataDir, opts));
-  const logFile = path.join(workDir, 'nostr-rs-relay.log');
-  // Appended: a restart on the same directory keeps what the one before printed.
-  const fd = openSync(logFile, 'a');
-  const [file, args] = inCgroup(
-    opts.cgroupProcs,
-    ...underTaskset(opts.cpus, binary, ['--config', configFile, '--db', dataDir]),
-  );
-  const child = spawn(file, args, {
-    cwd: workDir,
+  return startRelayProcess({
+    name: 'nostr-rs-relay',
+    nodeId: `nostr-rs-relay-${NOSTR_RS_RELAY_VERSION}`,
+    binary,
+    args: ['--config', configFile, '--db', dataDir],
     // Warnings only: per-connection info lines would be part of what is measured.
     env: { ...env, RUST_LOG: env.SLUICE_NOSTR_RS_RELAY_LOG ?? 'warn' },
-    stdio: ['ignore', fd, fd],
+    workDir,
+    logFile: path.join(workDir, 'nostr-rs-relay.log'),
+    port,
+    cpus: opts.cpus,
+    cgroupProcs: opts.cgroupProcs,
   });
-  closeSync(fd);
-  killOnExit(child);
-  const output = () => {
-    try {
-      return readFileSync(logFile, 'utf8').slice(-16_384);
-    } catch {
-      return '';
-    }
-  };
-  let exited = false;
-  const ended = new Promise<ProcessExit>((resolve) =>
-    child.once('exit', (code, signal) => {
-      exited = true;
-      resolve({ code, signal });
-    }),
-  );
-  const stop = async () => {
-    if (exited) return;
-    child.kill('SIGTERM');
-    if (!(await waitExit(child, STOP_GRACE_MS))) {
-      child.kill('SIGKILL');
-      await waitExit(child, STOP_GRACE_MS);
-    }
-  };
-  const url = `http://127.0.0.1:${port}`;
-  const wsUrl = `ws://127.0.0.1:${port}/`;
-  const deadline = Date.now() + READY_TIMEOUT_MS;
-  for (;;) {
-    if (exited) {
-      throw new Error(`nostr-rs-relay exited before it accepted a WebSocket. Output:\n${output()}`);
-    }
-    if (await wsOpens(wsUrl, 1000)) break;
-    if (Date.now() > deadline) {
-      await stop();
-      throw new Error(
-        `nostr-rs-relay did not accept a WebSocket on ${wsUrl} within ${READY_TIMEOUT_MS} ms. Output:\n${output()}`,
-      );
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return {
-    pid: child.pid!,
-    url,
-    wsUrl,
-    nodeId: `nostr-rs-relay-${NOSTR_RS_RELAY_VERSION}`,
-    output,
-    stop,
-    exited: ended,
-  };
 }

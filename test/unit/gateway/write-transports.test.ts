@@ -129,6 +129,7 @@ function gateway(start: number) {
     pool,
     metrics: metricsFor(board, pool),
     log: silent,
+    board,
   };
   const admission = new Admission(ctx, clock.now);
   /** What an identity paid: Valkey's count less the points leased here and not yet spent. */

@@ -168,16 +168,24 @@ describe(
       assert.equal(await paid(), 1, 'only what the relay stored is paid for');
     });
 
-    it('a bad signature the relay refuses is confirmed here, refunded, and counted: the connection closes at the bound', async () => {
-      const { conn, send, relay, paid, genuine, badSignature } = setUp();
+    /**
+     * Three forgeries in a known author's name, forwarded on their hash, each refused by the
+     * relay in `words`: what settling each did, the connection's count, what the author paid.
+     */
+    async function refusedForgeries(
+      forge: (author: ReturnType<typeof setUp>, n: number) => Event,
+      words: string,
+    ) {
+      const author = setUp();
+      const { conn, send, relay, paid, genuine } = author;
       const first = genuine(0);
       await send(first);
       await relay(['OK', first.id, true, '']);
       const kinds: string[][] = [];
       for (let n = 1; n <= 3; n++) {
-        const bad = badSignature(n);
+        const bad = forge(author, n);
         assert.equal((await send(bad)).forward, true);
-        kinds.push(await relay(['OK', bad.id, false, 'invalid: bad signature']));
+        kinds.push(await relay(['OK', bad.id, false, words]));
       }
       assert.deepEqual(kinds, [
         ['refund-author', 'invalid'],
@@ -186,6 +194,19 @@ describe(
       ]);
       assert.equal(conn.session.invalidEvents, 3);
       assert.equal(await paid(), 1);
+    }
+
+    it('a bad signature the relay refuses is confirmed here, refunded, and counted: the connection closes at the bound', async () => {
+      await refusedForgeries((a, n) => a.badSignature(n), 'invalid: bad signature');
+    });
+
+    it("a forgery a relay refuses without invalid: (khatru's error: for a signature it cannot parse) is confirmed here and counted the same", async () => {
+      // r at 2^256 - 1, past the field's prime: khatru's parser refuses it before verifying.
+      const unparsable = (a: ReturnType<typeof setUp>, n: number) => ({
+        ...a.genuine(n),
+        sig: 'f'.repeat(128),
+      });
+      await refusedForgeries(unparsable, 'error: failed to verify signature');
     });
 
     it("a relay's invalid: for an event that verifies counts nothing against the sender", async () => {

@@ -50,8 +50,11 @@ describe('proof of work configuration', { timeout: 10_000 }, () => {
     admin: { token: '0123456789abcdef-pow' },
     upstreams: [{ id: 'relay-a', url: 'http://127.0.0.1:7001' }],
   };
-  it('defaults to no minimum and no discount; names bad values', () => {
-    assert.deepEqual(GatewayConfigSchema.parse(base).nostr.pow, { minDifficulty: 0 });
+  it('defaults to no minimum, no discount and no adaptive work; names bad values', () => {
+    assert.deepEqual(GatewayConfigSchema.parse(base).nostr.pow, {
+      minDifficulty: 0,
+      adaptive: { enabled: false, bitsPerHalving: 4, maxDifficulty: 28 },
+    });
     const res = GatewayConfigSchema.safeParse({
       ...base,
       nostr: { pow: { minDifficulty: 300, discount: { perBits: 0, factor: 1 } } },

@@ -21,7 +21,7 @@ describe('the merged limitation', { timeout: 10_000 }, () => {
   it('adds min_pow_difficulty, auth_required / restricted_writes and max_subscriptions when configured', () => {
     const policy = {
       ...nostr,
-      pow: { minDifficulty: 20 },
+      pow: { ...nostr.pow, minDifficulty: 20 },
       authRequiredForWrites: true,
       maxSubscriptions: 10,
     };

@@ -277,6 +277,7 @@ function admissionSetup(mode: 'enforce' | 'shadow' = 'enforce') {
     pool,
     metrics,
     log: silent,
+    board,
   };
   const admission = new Admission(ctx);
   const post = (ip: string) =>
