@@ -633,6 +633,26 @@ export const GatewayConfigSchema = z
         upstreamTimeoutMs: positiveInt
           .default(30_000)
           .describe('A relay must connect and start answering within this (else 504)'),
+        earlyRetries: z
+          .strictObject({
+            holdMs: positiveInt
+              .default(2000)
+              .describe(
+                'A write refused with a retry time and sent again before it (the same event ' +
+                  'from the same address) is answered rate-limited:, unjudged; from its second ' +
+                  'early copy on, after this long (at most until its retry time): a bouncer ' +
+                  'gets fewer answers than it sends',
+              ),
+            max: positiveInt
+              .default(20)
+              .describe(
+                'Early retries one address may send in windowSec before its WebSocket is ' +
+                  'closed (1008, rate-limited:)',
+              ),
+            windowSec: positiveInt.default(60).describe('The window of max'),
+          })
+          .prefault({})
+          .describe('Writes sent again before their retry time (docs/NOSTR.md)'),
       })
       .refine((l) => l.headersTimeoutMs <= l.requestTimeoutMs, {
         path: ['headersTimeoutMs'],
@@ -672,6 +692,14 @@ export const GatewayConfigSchema = z
             .array(KindSpec)
             .default([])
             .describe('Kinds answered blocked: and never forwarded, e.g. [4, "1000-1999"]'),
+          exemptKinds: z
+            .array(KindSpec)
+            .default([24133])
+            .describe(
+              "Kinds written free of every write quota (sender's and author's): NIP-46 signing " +
+                '(24133) by default, which rate limits break; frame rate, connections and sizes ' +
+                'still bound them, blockedKinds and pow still apply; [] charges them',
+            ),
           publicUrl: z
             .url({ protocol: /^wss?$/ })
             .optional()

@@ -7,6 +7,14 @@ import { WindowCounters } from '../util/window-counters.js';
 import { NostrSession } from '../nostr/session.js';
 import type { SessionSettings } from '../nostr/session.js';
 import { newChallenge } from '../nostr/nip42.js';
+import {
+  BINARY_FRAME_REFUSAL,
+  EARLY_RETRY_CLOSE,
+  frameRateRefusal,
+  malformedRefusal,
+  oversizedRefusal,
+  retrySec,
+} from '../nostr/refusals.js';
 import { parseClientFrame, parseEvent, sniffEventId, verifySignature } from '../nostr/frames.js';
 import { authorMode, runWrite, senderIdentities, senderIdentity } from '../write/pipeline.js';
 import type { WriteServices } from '../write/write-state.js';
@@ -34,6 +42,8 @@ export interface FrameVerdict {
   reply?: unknown[];
   /** Close the client with this code after the reply. */
   close?: { code: number; reason: string };
+  /** Hold the reply (and the connection's later frames) this long: an early retry. */
+  holdMs?: number;
 }
 
 const FORWARD: FrameVerdict = { forward: true };
@@ -69,6 +79,7 @@ export class Admission {
       'identity-keys': identityKeys().size,
       'frame-rate': this.frameRate.size,
       'failed-checks': this.writes.failedChecks.size,
+      'early-retries': this.writes.earlyRetries.size,
       'author-headroom': this.writes.headroom.size,
       'accepted-ids': this.writes.seen.size,
       ...ctx.decider.trackedClients(),
@@ -94,27 +105,28 @@ export class Admission {
   async frame(conn: ConnectionFacts, data: Buffer, isBinary: boolean): Promise<FrameVerdict> {
     const { ctx } = this;
     const { maxFrameBytes, framesPerSecPerAddress } = ctx.config.limits;
-    if (this.frameRate.consume(conn.ip, 1, 1000).consumed > framesPerSecPerAddress) {
+    const rate = this.frameRate.consume(conn.ip, 1, 1000);
+    if (rate.consumed > framesPerSecPerAddress) {
       ctx.metrics.frames.inc({ type: 'RATE_LIMITED' });
-      const reason = 'rate-limited: too many messages from this address';
+      const reason = frameRateRefusal(retrySec(rate.msBeforeNext));
       return { forward: false, reply: refusal(data, reason) };
     }
     if (isBinary) {
       ctx.metrics.frames.inc({ type: 'MALFORMED' });
-      return { forward: false, reply: ['NOTICE', 'invalid: binary frames are not part of NIP-01'] };
+      return { forward: false, reply: ['NOTICE', BINARY_FRAME_REFUSAL] };
     }
     if (data.length > maxFrameBytes) {
       ctx.metrics.frames.inc({ type: 'OVERSIZED' });
-      const reason = `invalid: message of ${data.length} bytes exceeds the limit of ${maxFrameBytes} bytes`;
+      const reason = oversizedRefusal(data.length, maxFrameBytes);
       return { forward: false, reply: refusal(data, reason) };
     }
     const frame = parseClientFrame(data.toString('utf8'));
     ctx.metrics.frames.inc({ type: frame.type === 'BAD_EVENT' ? 'EVENT' : frame.type });
     switch (frame.type) {
       case 'MALFORMED':
-        return { forward: false, reply: ['NOTICE', `invalid: ${frame.reason}`] };
+        return { forward: false, reply: ['NOTICE', malformedRefusal(frame.reason)] };
       case 'BAD_EVENT':
-        return { forward: false, reply: ['OK', frame.id, false, `invalid: ${frame.reason}`] };
+        return { forward: false, reply: ['OK', frame.id, false, malformedRefusal(frame.reason)] };
       case 'EVENT':
         return this.event(conn, frame.event, data.length);
       case 'REQ':
@@ -188,6 +200,11 @@ export class Admission {
       reply: ['OK', event.id, false, outcome.message],
     };
     if (outcome.counts && session.invalid()) verdict.close = TOO_MANY_INVALID;
+    if (outcome.early) {
+      // Held before the close too: a bouncer that reconnects at once is answered no faster.
+      verdict.holdMs = outcome.early.holdMs;
+      if (outcome.early.closes) verdict.close = { code: 1008, reason: EARLY_RETRY_CLOSE };
+    }
     return verdict;
   }
 
@@ -228,7 +245,7 @@ export class Admission {
   private authFrame(conn: ConnectionFacts, raw: unknown): FrameVerdict {
     const parsed = parseEvent(raw);
     if (parsed.type === 'BAD_EVENT') {
-      return { forward: false, reply: ['OK', parsed.id, false, `invalid: ${parsed.reason}`] };
+      return { forward: false, reply: ['OK', parsed.id, false, malformedRefusal(parsed.reason)] };
     }
     const nowSec = Math.floor(this.writes.now() / 1000);
     const verdict = conn.session.auth(parsed.event, nowSec);

@@ -10,6 +10,7 @@ import type { Identity, Policy } from '../quota/policy.js';
 import { quotaProblem, rateLimitHeaders, storeUnavailableProblem } from '../quota/responses.js';
 import type { Problem } from '../quota/responses.js';
 import { parseEvent } from '../nostr/frames.js';
+import { malformedRefusal } from '../nostr/refusals.js';
 import { ChargePlan } from '../write/charge-plan.js';
 import { runWrite, senderIdentity, writeSenders } from '../write/pipeline.js';
 import type { WriteTicket } from '../write/ticket.js';
@@ -44,7 +45,13 @@ export type HttpVerdict =
       /** An HTTP event's write: the relay's answer settles it (see http-forward.ts). */
       ticket?: WriteTicket;
     }
-  | { action: 'answer'; problem: Problem; headers: Record<string, string> };
+  | {
+      action: 'answer';
+      problem: Problem;
+      headers: Record<string, string>;
+      /** Hold the answer this long first (an early retry: see write/early-retries.ts). */
+      holdMs?: number;
+    };
 
 function problemOf(status: number, type: string, title: string, detail: string): Problem {
   return { type: `urn:sluice:problem:${type}`, title, status, detail };
@@ -82,7 +89,8 @@ export async function httpVerdict(
   const sender = (): Identity => (identity ??= senderIdentity(config, policy, facts));
   const node = ctx.pool.pick(ctx.pool.hashesClients() ? sender().key : '');
   if (!node) {
-    const problem = problemOf(503, 'no-relay', 'Service Unavailable', 'no relay node is available');
+    const detail = 'no relay node is available; retry in 1 s';
+    const problem = problemOf(503, 'no-relay', 'Service Unavailable', detail);
     return answer(problem, { 'retry-after': '1' });
   }
   if (cls === 'exempt') return { action: 'forward', node, target, headers: {} };
@@ -170,10 +178,10 @@ async function httpEventVerdict(
   try {
     raw = JSON.parse(body.toString('utf8'));
   } catch {
-    return answer(invalidEvent('invalid: the body is not JSON'));
+    return answer(invalidEvent(malformedRefusal('the body is not JSON')));
   }
   const parsed = parseEvent(raw);
-  if (parsed.type === 'BAD_EVENT') return answer(invalidEvent(`invalid: ${parsed.reason}`));
+  if (parsed.type === 'BAD_EVENT') return answer(invalidEvent(malformedRefusal(parsed.reason)));
   const { ip, apiKey } = facts;
   const outcome = await runWrite(services, {
     event: parsed.event,
@@ -202,6 +210,17 @@ function refusedAnswer(
   switch (outcome.kind) {
     case 'invalid':
       return answer(invalidEvent(message));
+    case 'early': {
+      const { retrySec, holdMs } = outcome.early!;
+      const shownNow = { ...decision!, remaining: 0, resetSec: retrySec };
+      const problem = { ...quotaProblem(shownNow), detail: message, retryAfter: retrySec };
+      return {
+        action: 'answer',
+        problem,
+        headers: rateLimitHeaders(shownNow, headerOptions),
+        holdMs,
+      };
+    }
     case 'quota': {
       if (!decision || decision.outcome === 'error') {
         return answer(storeUnavailableProblem(), { 'retry-after': '1' });

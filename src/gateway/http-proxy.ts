@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
 import replyFrom from '@fastify/reply-from';
@@ -63,7 +64,10 @@ export async function registerHttpProxy(app: FastifyInstance, ctx: GatewayContex
       contentLength: Number(request.headers['content-length'] ?? 0),
       eventBody,
     });
-    if (verdict.action === 'answer') return sendProblem(reply, verdict.problem, verdict.headers);
+    if (verdict.action === 'answer') {
+      if (verdict.holdMs) await sleep(verdict.holdMs);
+      return sendProblem(reply, verdict.problem, verdict.headers);
+    }
     if (eventBody !== undefined) {
       // The body was read here: the relay gets it from memory (see forwardToRelay).
       request.body = eventBody;

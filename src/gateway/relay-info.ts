@@ -276,7 +276,7 @@ export async function relayInfoAnswer(
         type: 'urn:sluice:problem:busy',
         title: 'Service Unavailable',
         status: 503,
-        detail: 'too many relay information documents are being fetched; retry in a second',
+        detail: 'too many relay information documents are being fetched; retry in 1 s',
       },
     };
   }

@@ -8,6 +8,7 @@ import { Charger } from '../quota/charger.js';
 import { Headroom } from '../quota/headroom.js';
 import { pubkeyIdentity } from '../quota/policy.js';
 import { WindowCounters } from '../util/window-counters.js';
+import { EarlyRetries } from '../write/early-retries.js';
 import { SeenIds, claimMs } from '../write/seen-ids.js';
 import type { SettleServices } from '../write/ticket.js';
 import type { WriteServices } from '../write/write-state.js';
@@ -34,6 +35,7 @@ export function writeServices(ctx: AdmissionServices, now: () => number): WriteS
     seen,
     headroom: new Headroom(maxTrackedClients, now),
     failedChecks: new WindowCounters(maxTrackedClients, now),
+    earlyRetries: new EarlyRetries(maxTrackedClients, now),
     eventPolicy: new EventPolicy(ctx.config.nostr),
     verify: verifySignature,
     hashMatches: eventIdMatches,

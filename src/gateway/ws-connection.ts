@@ -1,4 +1,6 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { RawData, WebSocket } from 'ws';
+import { closingNotice, GATEWAY_ERROR_NOTICE } from '../nostr/refusals.js';
 import type { SessionAction } from '../nostr/session.js';
 import type { ConnectionFacts } from './admission.js';
 import type { GatewayContext } from './context.js';
@@ -193,7 +195,7 @@ export class ProxiedConnection implements Drainable {
       } catch (err) {
         this.ctx.metrics.internalErrors.inc({ where: 'frame' });
         this.ctx.log.error({ err }, 'frame handling failed');
-        this.send(['NOTICE', 'error: the gateway could not process this message']);
+        this.send(['NOTICE', GATEWAY_ERROR_NOTICE]);
       }
       if (this.pausedForQueue && this.queue.length <= this.ctx.config.limits.maxQueuedFrames / 2) {
         this.pausedForQueue = false;
@@ -211,6 +213,9 @@ export class ProxiedConnection implements Drainable {
 
   private async handle(data: Buffer, isBinary: boolean): Promise<void> {
     const verdict = await this.ctx.admission.frame(this.facts, data, isBinary);
+    // An early retry: its answer, and what this connection sent after it, wait (a bouncer is
+    // slowed; its unread frames back up into the kernel once maxQueuedFrames are queued).
+    if (verdict.holdMs) await sleep(verdict.holdMs);
     if (verdict.forward) {
       if (this.countsInFlight && ANSWERED_HEAD.test(data.toString('latin1', 0, 16))) {
         this.inFlight++;
@@ -224,8 +229,11 @@ export class ProxiedConnection implements Drainable {
   private closeForPolicy(code: number, reason: string): void {
     if (this.closed) return;
     this.ctx.metrics.frames.inc({ type: 'CLOSED_FOR_POLICY' });
-    this.send(['NOTICE', `restricted: ${reason}; closing the connection`]);
+    this.send(['NOTICE', closingNotice(reason)]);
     this.closeBoth(code, reason, 'gateway');
+    // A client closed for its policy (a bouncer, a forger) that does not answer the close
+    // frame would hold its socket until ws's own timeout (30 s): cut it after the grace.
+    this.cutAfterGrace();
   }
 
   /** What the session asked after a relay message: a frame to the relay, or a ticket settled. */

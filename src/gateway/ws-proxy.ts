@@ -143,7 +143,7 @@ class UpgradeAttempt {
       return this.fail('per-address', {
         status: 429,
         type: 'too-many-connections',
-        detail: `at most ${max} WebSocket connections per client address`,
+        detail: `at most ${max} WebSocket connections per client address; retry in ${RETRY_AFTER_FULL_SEC} s`,
         headers: { 'retry-after': String(RETRY_AFTER_FULL_SEC) },
       });
     }
@@ -154,7 +154,7 @@ class UpgradeAttempt {
       return this.fail('no-relay', {
         status: 503,
         type: 'no-relay',
-        detail: 'no relay node is available',
+        detail: 'no relay node is available; retry in 1 s',
         headers: { 'retry-after': '1' },
       });
     }

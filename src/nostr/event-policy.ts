@@ -8,6 +8,7 @@ import type { GatewayConfig } from '../config/schema.js';
 import { compileCosts, eventCost, kindMatcher } from './costs.js';
 import type { CostTable } from './costs.js';
 import { discountedCost, workDone } from './pow.js';
+import { blockedKindRefusal, powRefusal } from './refusals.js';
 import { eventIdMatches } from './verify.js';
 
 export type EventJudgement =
@@ -24,23 +25,31 @@ export type EventJudgement =
 export class EventPolicy {
   private readonly costs: CostTable;
   private readonly blockedKind: (kind: number) => boolean;
+  private readonly exemptKind: (kind: number) => boolean;
   private readonly pow: GatewayConfig['nostr']['pow'];
 
   constructor(nostr: GatewayConfig['nostr']) {
     this.costs = compileCosts(nostr.costs);
     this.blockedKind = kindMatcher(nostr.blockedKinds);
+    this.exemptKind = kindMatcher(nostr.exemptKinds);
     this.pow = nostr.pow;
+  }
+
+  /** Whether a kind is written free of every quota (nostr.exemptKinds). */
+  exempt(kind: number): boolean {
+    return this.exemptKind(kind);
   }
 
   /** `bytes`: the size of the message the event came in (the cost's size part). */
   judge(event: Event, bytes: number): EventJudgement {
     if (this.blockedKind(event.kind)) {
       return {
-        refused: `blocked: events of kind ${event.kind} are not accepted here`,
+        refused: blockedKindRefusal(event.kind),
         metric: 'BLOCKED',
       };
     }
-    const cost = eventCost(this.costs, event.kind, bytes);
+    // An exempt kind (nostr.exemptKinds) costs nothing: no quota is asked, whatever its size.
+    const cost = this.exemptKind(event.kind) ? 0 : eventCost(this.costs, event.kind, bytes);
     const { pow } = this;
     if (pow.minDifficulty === 0 && !pow.discount) return { cost, forged: false, hashed: false };
     // Judged on the id as claimed first (a refusal needs no hashing), then on the id the event
@@ -48,7 +57,7 @@ export class EventPolicy {
     const work = workDone(event.id, event.tags);
     if (work < pow.minDifficulty) {
       return {
-        refused: `pow: difficulty ${work} is below the required ${pow.minDifficulty}`,
+        refused: powRefusal(work, pow.minDifficulty),
         metric: 'POW',
       };
     }

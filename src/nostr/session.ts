@@ -24,6 +24,17 @@
 import type { Event } from 'nostr-tools/pure';
 import type { RelayVerdict, WriteTicket } from '../write/ticket.js';
 import { authEventProblem, MAX_CHALLENGE_LENGTH } from './nip42.js';
+import {
+  authAttemptsRefusal,
+  AWAITED_HERE_DUPLICATE,
+  AWAITING_REFUSAL,
+  filtersRefusal,
+  malformedRefusal,
+  NO_CHALLENGE_REFUSAL,
+  OTHER_PUBKEY_REFUSAL,
+  SIGNATURE_REFUSAL,
+  subscriptionsRefusal,
+} from './refusals.js';
 
 /** AUTH events a connection may have checked (signature included) before it is refused. */
 export const MAX_AUTH_ATTEMPTS = 8;
@@ -157,13 +168,13 @@ export class NostrSession {
   reqRefusal(type: 'REQ' | 'COUNT', subId: string, filters: number): string | undefined {
     const { maxFiltersPerReq, maxSubscriptions } = this.settings;
     if (maxFiltersPerReq !== undefined && filters > maxFiltersPerReq) {
-      return `restricted: at most ${maxFiltersPerReq} filters per ${type}`;
+      return filtersRefusal(maxFiltersPerReq, type);
     }
     if (maxSubscriptions === undefined || type !== 'REQ') return undefined;
     if (this.subscriptions.has(subId) || this.subscriptions.size < maxSubscriptions) {
       return undefined;
     }
-    return `restricted: at most ${maxSubscriptions} open subscriptions per connection; CLOSE one first`;
+    return subscriptionsRefusal(maxSubscriptions);
   }
 
   /** A REQ went to the relay: it holds one subscription of that id from now. */
@@ -190,23 +201,23 @@ export class NostrSession {
       invalidSignature,
     });
     if (this.challenge === undefined) {
-      return notOk('restricted: no AUTH challenge was sent on this connection');
+      return notOk(NO_CHALLENGE_REFUSAL);
     }
     const problem = authEventProblem(event, {
       challenge: this.challenge,
       relayUrl: this.settings.publicUrl!,
       nowSec,
     });
-    if (problem) return notOk(`invalid: ${problem}`);
+    if (problem) return notOk(malformedRefusal(problem));
     if (this.bound && this.bound.pubkey !== event.pubkey) {
-      return notOk('restricted: this connection is authenticated as another pubkey already');
+      return notOk(OTHER_PUBKEY_REFUSAL);
     }
     if (this.authAttempts >= MAX_AUTH_ATTEMPTS) {
-      return notOk(`restricted: at most ${MAX_AUTH_ATTEMPTS} AUTH attempts per connection`);
+      return notOk(authAttemptsRefusal(MAX_AUTH_ATTEMPTS));
     }
     this.authAttempts++;
     if (!this.verify(event)) {
-      return notOk('invalid: event id or signature does not verify', true);
+      return notOk(SIGNATURE_REFUSAL, true);
     }
     this.bound = { pubkey: event.pubkey, authId: event.id };
     if (this.issued !== undefined) {
@@ -223,11 +234,11 @@ export class NostrSession {
   eventRefusal(id: string, bytes: number): string | undefined {
     if (this.settings.author === 'off') return undefined;
     if (this.awaiting.has(id)) {
-      return "duplicate: this event was sent on this connection and awaits the relay's answer";
+      return AWAITED_HERE_DUPLICATE;
     }
     const { maxAwaiting, maxAwaitingBytes } = this.settings;
     if (this.awaiting.size >= maxAwaiting || this.awaitingBytes + bytes > maxAwaitingBytes) {
-      return "rate-limited: too many events awaiting the relay's answer on this connection";
+      return AWAITING_REFUSAL;
     }
     return undefined;
   }

@@ -1,4 +1,5 @@
 import type { QuotaDecision } from './decider.js';
+import { STORE_ERROR_REFUSAL } from '../nostr/refusals.js';
 import { NODE_BUDGET_POLICY } from './node-budget.js';
 
 /**
@@ -124,18 +125,21 @@ export function storeUnavailableProblem(): Problem {
     type: 'urn:sluice:problem:quota-store-unavailable',
     title: 'Service Unavailable',
     status: 503,
-    detail: 'quotas cannot be checked right now (the quota store is unreachable); retry shortly',
+    detail: 'quotas cannot be checked right now (the quota store is unreachable); retry in 1 s',
     retryAfter: 1,
   };
 }
 
-/** The NIP-01 OK message of a rejected EVENT: machine-readable prefix, then when to retry. */
-export function nostrRejection(d: QuotaDecision): string {
-  if (d.outcome === 'error') return 'error: quotas cannot be checked right now; retry shortly';
-  const retry = retryAfterSec(d);
+/**
+ * The NIP-01 OK message of a rejected EVENT: machine-readable prefix, then when to retry, and
+ * `orElse`, what would pass sooner (AUTH as a listed pubkey), when there is such a thing.
+ */
+export function nostrRejection(d: QuotaDecision, orElse?: string): string {
+  if (d.outcome === 'error') return STORE_ERROR_REFUSAL;
+  const retry = `retry in ${retryAfterSec(d)}s${orElse ? `, or ${orElse}` : ''}`;
   if (isCapacityRefusal(d)) {
-    return `rate-limited: the relay is short of capacity and takes no writes now; retry in ${retry}s`;
+    return `rate-limited: the relay is short of capacity and takes no writes now; ${retry}`;
   }
-  if (isPressureRefusal(d)) return `rate-limited: relay under memory pressure, retry in ${retry}s`;
-  return `rate-limited: write quota of ${d.limit} per ${d.windowSec}s used up; retry in ${retry}s`;
+  if (isPressureRefusal(d)) return `rate-limited: relay under memory pressure, ${retry}`;
+  return `rate-limited: write quota of ${d.limit} per ${d.windowSec}s used up; ${retry}`;
 }

@@ -15,6 +15,16 @@
  */
 import { requiredDifficulty } from '../nostr/adaptive-work.js';
 import { workDone } from '../nostr/pow.js';
+import {
+  adaptiveWorkRefusal,
+  earlyRetryRefusal,
+  retrySec,
+  AUTH_REQUIRED_REFUSAL,
+  costsMoreThanQuota,
+  ID_REFUSAL,
+  IN_FLIGHT_DUPLICATE,
+  SIGNATURE_REFUSAL,
+} from '../nostr/refusals.js';
 import { nostrRejection } from '../quota/responses.js';
 import type { PlanRefusal } from './charge-plan.js';
 import { LIFT_AHEAD_SEC } from './seen-ids.js';
@@ -33,20 +43,45 @@ export function quotaRefusal(r: PlanRefusal, w: WriteState): WriteOutcome {
   return {
     type: 'refused',
     kind: 'quota',
-    message: nostrRejection(decision),
+    message: neverFits(w, decision)
+      ? costsMoreThanQuota(w.cost, decision.limit, decision.windowSec)
+      : nostrRejection(decision, by === 'sender' && authWouldLift(w) ? AUTH_LIFTS : undefined),
     decision,
     by,
     plan: w.plan,
   };
 }
 
+const AUTH_LIFTS = 'AUTH (NIP-42) as a listed pubkey';
+
+/**
+ * A write that costs more than a whole window of its quota at full strength: no retry time
+ * exists, and saying one would send the client back for nothing.
+ */
+function neverFits(w: WriteState, d: PlanRefusal['decision']): boolean {
+  return d.outcome !== 'error' && d.policy === 'writes' && d.multiplier >= 1 && w.cost > d.limit;
+}
+
+/**
+ * Whether AUTH would lift this sender's refusal: a WebSocket not bound yet, charged as its
+ * address, where the auth identity is followed and a tier with listed pubkeys lifts the address.
+ */
+function authWouldLift(w: WriteState): boolean {
+  const { identity, quotas, nostr } = w.config;
+  if (!w.session || w.session.authPubkey !== undefined || w.sender.source !== 'ip') return false;
+  if (nostr.publicUrl === undefined || !identity.order.includes('auth')) return false;
+  return Object.keys(identity.pubkeyTiers).some(
+    (tier) => quotas.tiers[tier]?.chargeAddress === false,
+  );
+}
+
 /** An event whose id or signature is false: counted, and against its connection. */
-function invalid(w: WriteState, detail: string): WriteOutcome {
+function invalid(w: WriteState, message: string): WriteOutcome {
   w.services.countFrame('INVALID_SIGNATURE');
   return {
     type: 'refused',
     kind: 'invalid',
-    message: `invalid: ${detail}`,
+    message,
     counts: true,
     plan: w.plan,
   };
@@ -56,6 +91,32 @@ function duplicate(w: WriteState): WriteOutcome {
   w.services.countFrame('DUPLICATE');
   return { type: 'duplicate', plan: w.plan };
 }
+
+/**
+ * The same write from the same address again before the retry time its refusal gave: answered
+ * from memory, unjudged (no Valkey, no signature); from its second early copy on, after a hold
+ * the transport keeps (limits.earlyRetries.holdMs, at most until its time); past max in a
+ * window, its connection closes. An honest client that waits the time it was given is never
+ * here; one that resends its pending events once on reconnect is answered at once.
+ */
+export const earlyRetry: WriteCheck = (w) => {
+  const { holdMs, max, windowSec } = w.config.limits.earlyRetries;
+  const early = w.services.earlyRetries.early(w.ip, w.event.id, windowSec * 1000);
+  if (!early) return undefined;
+  w.services.countFrame('EARLY_RETRY');
+  const sec = retrySec(early.waitMs);
+  return {
+    type: 'refused',
+    kind: 'early',
+    message: earlyRetryRefusal(sec),
+    decision: early.decision,
+    early: {
+      holdMs: early.repeated ? Math.min(holdMs, early.waitMs) : 0,
+      retrySec: sec,
+      closes: early.count > max,
+    },
+  };
+};
 
 /** Kinds (nostr.blockedKinds), proof of work (nostr.pow), and the write's cost. */
 export const eventPolicy: WriteCheck = (w) => {
@@ -78,7 +139,7 @@ export const authRequired: WriteCheck = (w) => {
   return {
     type: 'refused',
     kind: 'auth',
-    message: 'auth-required: authenticate (NIP-42 AUTH) before writing to this relay',
+    message: AUTH_REQUIRED_REFUSAL,
   };
 };
 
@@ -89,7 +150,8 @@ export const authRequired: WriteCheck = (w) => {
  */
 export const adaptiveWork: WriteCheck = (w) => {
   const { pow } = w.config.nostr;
-  if (!pow.adaptive.enabled) return undefined;
+  // An exempt kind (NIP-46 signing) is never limited by default, under load or not.
+  if (!pow.adaptive.enabled || w.services.eventPolicy.exempt(w.event.kind)) return undefined;
   const m = w.services.multiplier(w.nodeId);
   const required = requiredDifficulty(m, pow.minDifficulty, pow.adaptive);
   if (required <= pow.minDifficulty || isMember(w)) return undefined;
@@ -99,9 +161,7 @@ export const adaptiveWork: WriteCheck = (w) => {
   return {
     type: 'refused',
     kind: 'blocked',
-    message:
-      `pow: difficulty ${required} is asked while this relay is under load (this event has ` +
-      `${work}); add proof of work (NIP-13), or write as a member`,
+    message: adaptiveWorkRefusal(required, work),
   };
 };
 
@@ -149,6 +209,8 @@ function idMatches(w: WriteState): boolean {
  */
 function onHash(w: WriteState): boolean {
   if (w.config.nostr.verify !== 'auto') return false;
+  // A write that costs nothing (an exempt kind) decides nothing here: the relay verifies it.
+  if (w.cost === 0) return true;
   if (!w.services.headroom.reserve(w.author.key, w.cost)) return false;
   w.reserved = w.cost;
   return true;
@@ -178,7 +240,7 @@ function liftable(w: WriteState): boolean {
 export const liftedSignature: WriteCheck = (w) => {
   if (!on(w, 'lifted') || (!w.forged && w.services.verify(w.event))) return undefined;
   w.services.failedChecks.consume(w.ip, 1, FAILED_CHECKS_WINDOW_MS);
-  return w.plan.payFee(w.senders).then(() => invalid(w, 'event id or signature does not verify'));
+  return w.plan.payFee(w.senders).then(() => invalid(w, SIGNATURE_REFUSAL));
 };
 
 /**
@@ -209,8 +271,7 @@ export const acceptedHere: WriteCheck = (w) => {
     return {
       type: 'refused',
       kind: 'held',
-      message:
-        'duplicate: this event is in flight through this gateway; send it again if it is refused',
+      message: IN_FLIGHT_DUPLICATE,
     } satisfies WriteOutcome;
   });
 };
@@ -229,9 +290,9 @@ export const senderFee: WriteCheck = (w) => {
 /** An id that is not its content's hash; under relay, always hashed here (the OK proves it). */
 export const idMatchesContent: WriteCheck = (w) => {
   if (!on(w, 'verified', 'relay', 'off')) return undefined;
-  if (w.forged) return invalid(w, 'event id does not match its content');
+  if (w.forged) return invalid(w, ID_REFUSAL);
   if (w.path === 'relay' && !w.hashed && !w.services.hashMatches(w.event)) {
-    return invalid(w, 'event id does not match its content');
+    return invalid(w, ID_REFUSAL);
   }
   return undefined;
 };
@@ -262,7 +323,7 @@ async function refusedFromMemory(w: WriteState, relayMode: boolean) {
 export const signature: WriteCheck = (w) => {
   const checks = on(w, 'verified') || (on(w, 'off') && w.config.nostr.verify === 'always');
   if (!checks || w.services.verify(w.event)) return undefined;
-  return invalid(w, 'event id or signature does not verify');
+  return invalid(w, SIGNATURE_REFUSAL);
 };
 
 /** A replay of an event some gateway saw stored: answered here, its author spared. */
@@ -297,7 +358,8 @@ export const writeCharges: WriteCheck = async (w) => {
   }
   const hashed = on(w, 'hashed');
   const refused = await plan.payWrite([author], hashed ? w.senders : []);
-  if (!on(w, 'lifted')) services.headroom.learn(author.key, plan.decisionOf(author));
+  // A free write shows nothing of its author's quota: nothing is learnt from it.
+  if (!on(w, 'lifted') && w.cost > 0) services.headroom.learn(author.key, plan.decisionOf(author));
   if (!refused) return undefined;
   if (hashed && refused.by === 'author') return unpaidOnHash(w, refused);
   return quotaRefusal(refused, w);
@@ -309,13 +371,14 @@ export const writeCharges: WriteCheck = async (w) => {
  * a stored event answered duplicate:.
  */
 async function unpaidOnHash(w: WriteState, refused: PlanRefusal): Promise<WriteOutcome> {
-  if (!w.services.verify(w.event)) return invalid(w, 'event id or signature does not verify');
+  if (!w.services.verify(w.event)) return invalid(w, SIGNATURE_REFUSAL);
   if ((await w.services.seen.anywhere(w.event.id)) === true) return duplicate(w);
   return quotaRefusal(refused, w);
 }
 
 /** Every write goes through these, in this order. */
 export const WRITE_CHECKS: readonly WriteCheck[] = [
+  earlyRetry,
   eventPolicy,
   authRequired,
   adaptiveWork,

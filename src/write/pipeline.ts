@@ -6,6 +6,8 @@
 import type { GatewayConfig } from '../config/schema.js';
 import type { Identity } from '../quota/policy.js';
 import { pubkeyIdentity, resolveIdentity } from '../quota/policy.js';
+import { retryInSec } from '../nostr/refusals.js';
+import { retryAfterSec } from '../quota/responses.js';
 import { ChargePlan } from './charge-plan.js';
 import { WRITE_CHECKS } from './checks.js';
 import { WriteTicket } from './ticket.js';
@@ -73,7 +75,7 @@ export async function runWrite(services: WriteServices, req: WriteRequest): Prom
       // Most checks pass most writes by synchronously: no promise, no turn, for those.
       const result = check(w);
       const outcome = result instanceof Promise ? await result : result;
-      if (outcome) return outcome;
+      if (outcome) return noted(services, req, outcome);
     }
     services.forwarded(w.nodeId, w.bytes, w.cost);
     const ticket = ticketOf(w);
@@ -85,6 +87,16 @@ export async function runWrite(services: WriteServices, req: WriteRequest): Prom
     // Its id stays awaited while a ticket awaits the relay's answer (ticket.ts lets it go).
     if (w.awaits && !forwarded) services.seen.settled(w.event);
   }
+}
+
+/** A refusal by quota names a retry time: the same write sent again before it is early. */
+function noted(services: WriteServices, req: WriteRequest, outcome: WriteOutcome): WriteOutcome {
+  if (outcome.type !== 'refused' || outcome.kind !== 'quota') return outcome;
+  const { decision } = outcome;
+  if (decision && decision.outcome !== 'error' && retryInSec(outcome.message) !== undefined) {
+    services.earlyRetries.refused(req.ip, req.event.id, retryAfterSec(decision), decision);
+  }
+  return outcome;
 }
 
 /** Built field by field, every field always set: one shape for every write (no spread). */

@@ -13,6 +13,7 @@ import type { Headroom } from '../quota/headroom.js';
 import type { Identity, Policy } from '../quota/policy.js';
 import type { WindowCounters } from '../util/window-counters.js';
 import type { ChargePlan, PlanRefusal } from './charge-plan.js';
+import type { EarlyRetries } from './early-retries.js';
 import type { SeenIds } from './seen-ids.js';
 import type { AuthorMode, SettleServices, WriteTicket } from './ticket.js';
 
@@ -36,6 +37,8 @@ export interface WriteServices {
   charger: Charger;
   seen: SeenIds;
   headroom: Headroom;
+  /** Writes refused with a retry time, and those sent again before it. */
+  earlyRetries: EarlyRetries;
   /** Events per address verified before charging it (a lift) that failed, per minute. */
   failedChecks: WindowCounters;
   eventPolicy: EventPolicy;
@@ -94,12 +97,14 @@ export type WriteOutcome =
       type: 'refused';
       /** The NIP-01 message: machine-readable prefix, then why. */
       message: string;
-      kind: 'invalid' | 'blocked' | 'auth' | 'held' | 'quota';
+      kind: 'invalid' | 'blocked' | 'auth' | 'held' | 'quota' | 'early';
       /** The quota decision that refused (kind quota). */
       decision?: QuotaDecision;
       by?: PlanRefusal['by'];
       /** A forgery: counts against the connection that sent it. */
       counts?: boolean;
+      /** An early retry: how long to hold the answer, and whether its connection closes. */
+      early?: { holdMs: number; retrySec: number; closes: boolean };
       plan?: ChargePlan;
     };
 

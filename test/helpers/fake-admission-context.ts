@@ -182,6 +182,8 @@ export interface AdmissionUnderTest {
 export function admissionUnderTest(
   settings: Omit<GatewayConfigInput, 'admin' | 'upstreams'>,
   script: readonly ScriptedAnswer[],
+  /** Another decider than the script's (e.g. ClockedDecider), and the clock admission reads. */
+  options: { decider?: object; now?: () => number } = {},
 ): AdmissionUnderTest {
   const config = GatewayConfigSchema.parse({
     admin: { token: 'properties-admin-token-0123' },
@@ -198,12 +200,12 @@ export function admissionUnderTest(
     config,
     store: { kv } as unknown as Store,
     policy,
-    decider: decider as unknown as QuotaDecider,
+    decider: (options.decider ?? decider) as unknown as QuotaDecider,
     pool,
     metrics: metricsFor(board, pool),
     log: silent,
     board,
   };
-  const admission = new Admission(ctx);
+  const admission = new Admission(ctx, options.now);
   return { admission, config, decider, kv, ctx };
 }
