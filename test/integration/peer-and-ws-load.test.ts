@@ -257,6 +257,10 @@ describe('runNostrLoad', { timeout: 120_000 }, () => {
         gw = await startGateway('ioredis', 'standalone', [{ id: 'relay-peer', url: relay.url }], {
           trustedProxies: ['127.0.0.1'],
           identity: { order: ['ip'] },
+          // The load cycles a pool of 200 events, so a refused one comes back at once: a
+          // bouncer, which the gateway would hold and close (limits.earlyRetries). What is
+          // counted here is each answer, so early copies are answered at once and never close.
+          limits: { earlyRetries: { holdMs: 1, max: 1_000_000 } },
           quotas: {
             keyPrefix: uniquePrefix('wsload').replace(/[^A-Za-z0-9:_-]/g, '-'),
             tiers: { default: { write: { points: 5, windowSec: 60 } } },
