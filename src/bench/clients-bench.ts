@@ -5,7 +5,7 @@
  * RSS is read from /proc before and after; every per-client structure in it is bounded
  * (limits.maxTrackedClients), so RSS must level off however many clients come.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
@@ -13,7 +13,7 @@ import path from 'node:path';
 import { Pool } from 'undici';
 import { WebSocket } from 'ws';
 import type { ClientKind, NodeAddress } from '../store/index.js';
-import { adminUrlOf, spawnSluice } from '../harness/processes.js';
+import { adminUrlOf, startGateway } from '../harness/processes.js';
 import type { SluiceProcess } from '../harness/processes.js';
 import { withBenchValkey } from './own-valkey.js';
 import { BENCH_ADMIN_TOKEN } from './run/gateway-config.js';
@@ -250,12 +250,11 @@ async function measureClients(
   try {
     relay = await startStubRelay();
     const file = path.join(configDir, 'gateway.json');
-    writeFileSync(file, JSON.stringify(gatewayConfig(opts, valkey, relay.url)));
     // The inspector is there only so that the benchmark can ask for full garbage collections.
     const inspect = `${process.env.NODE_OPTIONS ?? ''} --inspect=127.0.0.1:0`.trim();
-    gateway = await spawnSluice(['gateway', '--config', file], {
+    ({ proc: gateway } = await startGateway(gatewayConfig(opts, valkey, relay.url), file, {
       env: { ...env, NODE_OPTIONS: inspect },
-    });
+    }));
     await collectGarbage(gateway);
     await sleep(1000);
     const before = processRssMiB(gateway.pid);

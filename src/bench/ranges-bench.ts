@@ -6,12 +6,12 @@
  * is accepted, per second, is what the section "Address ranges (issue 34)" of
  * docs/BENCHMARKS.md reports.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Pool } from 'undici';
 import type { ClientKind, NodeAddress } from '../store/index.js';
-import { spawnSluice } from '../harness/processes.js';
+import { startGateway } from '../harness/processes.js';
 import type { SluiceProcess } from '../harness/processes.js';
 import { postAs, startStubRelay, stubRelayGatewayConfig } from './clients-bench.js';
 import { withBenchValkey } from './own-valkey.js';
@@ -150,8 +150,9 @@ export async function runRangesBench(
     try {
       relay = await startStubRelay();
       const file = path.join(configDir, 'gateway.json');
-      writeFileSync(file, JSON.stringify(gatewayConfig(opts, valkey, relay.url)));
-      gateway = await spawnSluice(['gateway', '--config', file], { env });
+      ({ proc: gateway } = await startGateway(gatewayConfig(opts, valkey, relay.url), file, {
+        env,
+      }));
       log(`gateway pid ${gateway.pid} ready; ranges ${opts.ranges ? 'on' : 'off'}`);
       const started = performance.now();
       const { flood, honest } = await sendLoad(gateway.url, opts);

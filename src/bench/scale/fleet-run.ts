@@ -18,6 +18,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { runDir } from '../../harness/paths.js';
 import { startGateway, startRelay } from '../../harness/processes.js';
 import type { RunningGateway, SluiceProcess } from '../../harness/processes.js';
+import { parsePrometheusValue } from '../../pressure/feed/samplers.js';
 import { PRESSURE_CHANNEL, encodeReport, pressureKey } from '../../pressure/report.js';
 import { createStore } from '../../store/index.js';
 import { DEFAULT_CLIENT } from '../../store/options.js';
@@ -331,7 +332,7 @@ async function measureMultiplier(
   try {
     const before = await Promise.all(gateways.map((gw) => metricsOf(gw)));
     const counted = (t: string) =>
-      Number(/^sluice_pressure_propagation_seconds_count (\S+)/m.exec(t)?.[1] ?? 0);
+      parsePrometheusValue(t, 'sluice_pressure_propagation_seconds_count') ?? 0;
     const intervalMs = 1000 / cfg.reportsPerSec;
     const started = performance.now();
     for (let i = 0; i < cfg.reports; i++) {
@@ -346,9 +347,8 @@ async function measureMultiplier(
     const gatewayP99Ms = after.map(
       (t) =>
         1000 *
-        Number(
-          /^sluice_pressure_propagation_seconds\{quantile="0\.99"\} (\S+)/m.exec(t)?.[1] ?? NaN,
-        ),
+        (parsePrometheusValue(t, 'sluice_pressure_propagation_seconds', '{quantile="0.99"}') ??
+          NaN),
     );
     log(`multiplier: ${cfg.reports} reports to ${gateways.length + extra} subscribers`);
     return {
