@@ -107,21 +107,21 @@ export class Admission {
     const { maxFrameBytes, framesPerSecPerAddress } = ctx.config.limits;
     const rate = this.frameRate.consume(conn.ip, 1, 1000);
     if (rate.consumed > framesPerSecPerAddress) {
-      ctx.metrics.frames.inc({ type: 'RATE_LIMITED' });
+      ctx.metrics.countFrame('RATE_LIMITED');
       const reason = frameRateRefusal(retrySec(rate.msBeforeNext));
       return { forward: false, reply: refusal(data, reason) };
     }
     if (isBinary) {
-      ctx.metrics.frames.inc({ type: 'MALFORMED' });
+      ctx.metrics.countFrame('MALFORMED');
       return { forward: false, reply: ['NOTICE', BINARY_FRAME_REFUSAL] };
     }
     if (data.length > maxFrameBytes) {
-      ctx.metrics.frames.inc({ type: 'OVERSIZED' });
+      ctx.metrics.countFrame('OVERSIZED');
       const reason = oversizedRefusal(data.length, maxFrameBytes);
       return { forward: false, reply: refusal(data, reason) };
     }
     const frame = parseClientFrame(data.toString('utf8'));
-    ctx.metrics.frames.inc({ type: frame.type === 'BAD_EVENT' ? 'EVENT' : frame.type });
+    ctx.metrics.countFrame(frame.type === 'BAD_EVENT' ? 'EVENT' : frame.type);
     switch (frame.type) {
       case 'MALFORMED':
         return { forward: false, reply: ['NOTICE', malformedRefusal(frame.reason)] };
@@ -216,7 +216,7 @@ export class Admission {
     filters: number,
   ): Promise<FrameVerdict> {
     const restricted = conn.session.reqRefusal(type, subId, filters);
-    if (restricted !== undefined) this.ctx.metrics.frames.inc({ type: 'RESTRICTED' });
+    if (restricted !== undefined) this.ctx.metrics.countFrame('RESTRICTED');
     const refused = restricted ?? (await this.chargeReads(conn));
     if (refused !== undefined) return { forward: false, reply: ['CLOSED', subId, refused] };
     if (type === 'REQ') conn.session.reqForwarded(subId);
@@ -250,10 +250,10 @@ export class Admission {
     const nowSec = Math.floor(this.writes.now() / 1000);
     const verdict = conn.session.auth(parsed.event, nowSec);
     if (verdict.bound !== undefined) return { forward: verdict.forward, reply: verdict.reply };
-    this.ctx.metrics.frames.inc({ type: 'AUTH_REFUSED' });
+    this.ctx.metrics.countFrame('AUTH_REFUSED');
     const refused: FrameVerdict = { forward: false, reply: verdict.reply };
     if (!verdict.invalidSignature) return refused;
-    this.ctx.metrics.frames.inc({ type: 'INVALID_SIGNATURE' });
+    this.ctx.metrics.countFrame('INVALID_SIGNATURE');
     return conn.session.invalid() ? { ...refused, close: TOO_MANY_INVALID } : refused;
   }
 }

@@ -1,6 +1,7 @@
 import { Counter, Gauge, Histogram, Registry, Summary, collectDefaultMetrics } from 'prom-client';
 import type { MultiplierBoard } from '../pressure/follower/board.js';
 import type { LeaseEvent } from '../quota/leases.js';
+import { HotCounter } from './hot-counter.js';
 import type { UpstreamPool } from './upstreams.js';
 
 /** The gateway's counters by name: what each counts. */
@@ -40,9 +41,8 @@ const COUNTER_LABELS: Record<CounterName, readonly string[]> = {
 /** The gateway's Prometheus metrics, on a registry of its own. */
 export class GatewayMetrics {
   readonly registry = new Registry();
-  readonly decisions = this.counter('sluice_decisions_total');
-  /** Labelled children of `decisions`, so a decision costs no label hashing (hot path). */
-  private readonly decisionCounters = new Map<string, Counter.Internal>();
+  /** Counted for every charge: no label hashing per write (hot-counter.ts). */
+  readonly decisions = this.hot('sluice_decisions_total');
   readonly valkeyCall = new Histogram({
     name: 'sluice_valkey_call_seconds',
     help: 'Duration of quota calls that reached Valkey',
@@ -55,26 +55,26 @@ export class GatewayMetrics {
     help: 'Client WebSocket connections currently open',
     registers: [this.registry],
   });
-  readonly frames = this.counter('sluice_frames_total');
+  /** Counted for every client frame (hot-counter.ts). */
+  readonly frames = this.hot('sluice_frames_total');
   readonly upstreamErrors = this.counter('sluice_upstream_errors_total');
   readonly upgradesRefused = this.counter('sluice_websocket_upgrades_refused_total');
   readonly slowClients = this.counter('sluice_slow_clients_total');
   /** Anything thrown that no handler expected; a test asserts it stays 0. */
   readonly internalErrors = this.counter('sluice_internal_errors_total');
-  readonly leasePoints = this.counter('sluice_lease_points_total');
-  readonly nodeBudgetDecisions = this.counter('sluice_node_budget_decisions_total');
-  /** Its children by outcome and node (no label hashing per write under pressure). */
-  private readonly nodeBudgetCounters = new Map<string, Counter.Internal>();
+  /** With leases on, every admitted write counts a spent point (hot-counter.ts). */
+  readonly leasePoints = this.hot('sluice_lease_points_total');
+  /** Every write under pressure is charged to its node's budget (hot-counter.ts). */
+  readonly nodeBudgetDecisions = this.hot('sluice_node_budget_decisions_total');
 
   /** Count a write charged to a node's write budget. */
   countNodeBudget(outcome: string, node: string): void {
-    const id = `${outcome}\0${node}`;
-    let counter = this.nodeBudgetCounters.get(id);
-    if (!counter) {
-      counter = this.nodeBudgetDecisions.labels({ outcome, node });
-      this.nodeBudgetCounters.set(id, counter);
-    }
-    counter.inc();
+    this.nodeBudgetDecisions.add(1, outcome, node);
+  }
+
+  /** Count a client frame by type, or a refusal by reason (sluice_frames_total). */
+  countFrame(type: string): void {
+    this.frames.add(1, type);
   }
 
   readonly drained = this.counter('sluice_websockets_drained_total');
@@ -84,17 +84,9 @@ export class GatewayMetrics {
     this.drained.inc({ node });
   }
 
-  /** Its children by event: with leases on, every admitted write counts a spent point. */
-  private readonly leaseCounters = new Map<LeaseEvent, Counter.Internal>();
-
-  /** Count leased points by what happened to them (no label hashing per write). */
+  /** Count leased points by what happened to them. */
   countLeasePoints(event: LeaseEvent, points: number): void {
-    let counter = this.leaseCounters.get(event);
-    if (!counter) {
-      counter = this.leasePoints.labels({ event });
-      this.leaseCounters.set(event, counter);
-    }
-    counter.inc(points);
+    this.leasePoints.add(points, event);
   }
 
   /** Sampled at scrape time from what countTrackedClients() was given. */
@@ -167,18 +159,16 @@ export class GatewayMetrics {
     });
   }
 
+  private hot(name: CounterName): HotCounter {
+    return new HotCounter(name, COUNTER_HELP[name], COUNTER_LABELS[name], this.registry);
+  }
+
   private counter(name: CounterName): Counter {
     const labelNames = COUNTER_LABELS[name];
     return new Counter({ name, help: COUNTER_HELP[name], labelNames, registers: [this.registry] });
   }
 
   countDecision(outcome: string, cls: string, node: string): void {
-    const id = `${outcome}\0${cls}\0${node}`;
-    let counter = this.decisionCounters.get(id);
-    if (!counter) {
-      counter = this.decisions.labels({ outcome, class: cls, node });
-      this.decisionCounters.set(id, counter);
-    }
-    counter.inc();
+    this.decisions.add(1, outcome, cls, node);
   }
 }

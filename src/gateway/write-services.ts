@@ -27,7 +27,7 @@ export function writeServices(ctx: AdmissionServices, now: () => number): WriteS
     down: () => ctx.decider.storeDown,
     keyPrefix: () => ctx.config.quotas.keyPrefix,
   });
-  const countFrame = (type: string) => ctx.metrics.frames.inc({ type });
+  const countFrame = (type: string) => ctx.metrics.countFrame(type);
   return {
     config: () => ctx.config,
     policy: ctx.policy,

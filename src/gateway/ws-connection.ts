@@ -228,7 +228,7 @@ export class ProxiedConnection implements Drainable {
 
   private closeForPolicy(code: number, reason: string): void {
     if (this.closed) return;
-    this.ctx.metrics.frames.inc({ type: 'CLOSED_FOR_POLICY' });
+    this.ctx.metrics.countFrame('CLOSED_FOR_POLICY');
     this.send(['NOTICE', closingNotice(reason)]);
     this.closeBoth(code, reason, 'gateway');
     // A client closed for its policy (a bouncer, a forger) that does not answer the close
@@ -243,7 +243,7 @@ export class ProxiedConnection implements Drainable {
       return;
     }
     if (action.type === 'unbind') {
-      this.ctx.metrics.frames.inc({ type: 'AUTH_REFUSED' });
+      this.ctx.metrics.countFrame('AUTH_REFUSED');
       return;
     }
     if (action.type !== 'settle') return;

@@ -8,6 +8,8 @@ import type { QuotaDecider, QuotaDecision, QuotaRequest } from './decider.js';
 import { NODE_BUDGET_POLICY } from './node-budget.js';
 import type { Identity, Policy } from './policy.js';
 import { SHADOW_LOG_INTERVAL_MS, shadowed } from './shadow.js';
+import { after } from '../util/maybe.js';
+import type { Maybe } from '../util/maybe.js';
 import { IntervalSampler } from '../util/sampler.js';
 
 /** Where decisions are counted (the gateway's Prometheus metrics). */
@@ -40,12 +42,12 @@ export class Charger {
 
   /**
    * Charge one identity: null when nothing was charged (a cost of 0, a free tier, quotas
-   * off), else the finished decision. A cost of 0 never costs a round trip.
+   * off), else the finished decision; at once when memory decides (decide). A cost of 0
+   * never costs a round trip.
    */
-  async take(req: QuotaRequest): Promise<QuotaDecision | null> {
+  take(req: QuotaRequest): Maybe<QuotaDecision | null> {
     if (req.cost === 0) return null;
-    const decided = await this.decider().decide(req);
-    return decided && this.finish(decided, req);
+    return after(this.decider().decide(req), (decided) => decided && this.finish(decided, req));
   }
 
   /**

@@ -6,6 +6,7 @@
  * (consumers.ts). The decider turns the final verdict into a decision in one place.
  */
 import type { ClientKey, StoreError } from '../store/index.js';
+import type { Maybe } from '../util/maybe.js';
 
 /** A verdict some counter reached: Valkey's, this process's memory, or the insured share. */
 export interface Judged {
@@ -48,12 +49,13 @@ export interface Failed {
 export type Verdict = Judged | Failed;
 
 /**
- * Charge `cost` points to `key`. Resolves with a verdict for admissions, refusals and store
- * failures alike (a failure is never mistaken for a refusal); rejects only on a bug.
+ * Charge `cost` points to `key`. Gives a verdict for admissions, refusals and store failures
+ * alike (a failure is never mistaken for a refusal), at once when memory decides (a leased
+ * point, a block), else a promise of it; throws or rejects only on a bug.
  */
 export interface Consumer {
   /** `nodeId`: the relay node the request goes to (leases are clipped by its multiplier). */
-  consume(key: ClientKey, cost: number, nodeId: string): Promise<Verdict>;
+  consume(key: ClientKey, cost: number, nodeId: string): Maybe<Verdict>;
   /**
    * Give back `cost` points a consume counted (its receipt): the write they paid for was not
    * done (the relay refused it, or had it already). Best effort: resolves false when nothing

@@ -6,6 +6,8 @@
 import type { InMemoryBlocks } from '../store/blocks.js';
 import { StoreError } from '../store/index.js';
 import type { ClientKey, Decision, QuotaLimiter } from '../store/index.js';
+import { after } from '../util/maybe.js';
+import type { Maybe } from '../util/maybe.js';
 import type { WindowCounters } from '../util/window-counters.js';
 import { refusedFromMemory } from './consume.js';
 import type { Consumer, DecisionObserver, Failed, Receipt, Verdict } from './consume.js';
@@ -84,15 +86,19 @@ export class LeasedConsumer implements Consumer {
     private readonly terms: LeaseTerms,
   ) {}
 
-  async consume(key: ClientKey, cost: number, nodeId: string): Promise<Verdict> {
+  consume(key: ClientKey, cost: number, nodeId: string): Maybe<Verdict> {
     if (!(cost > 0)) return this.inner.consume(key, cost, nodeId);
-    const { keyPrefix, limit, windowMs, base } = this.terms;
-    let v: LeaseVerdict;
-    try {
-      v = await this.book.consume(`${keyPrefix}:${key}`, cost, limit, windowMs, { nodeId, base });
-    } catch (err) {
-      return failed(err);
-    }
+    const { keyPrefix, windowMs, base } = this.terms;
+    const v = this.book.consume(`${keyPrefix}:${key}`, cost, this.terms.limit, windowMs, {
+      nodeId,
+      base,
+    });
+    // Points held here decide at once; only a take from Valkey can fail.
+    return v instanceof Promise ? v.then((l) => this.verdict(l), failed) : this.verdict(v);
+  }
+
+  private verdict(v: LeaseVerdict): Verdict {
+    const { limit } = this.terms;
     return {
       failed: false,
       admitted: v.allowed,
@@ -131,12 +137,13 @@ export class BlockedConsumer implements Consumer {
     private readonly points: number,
   ) {}
 
-  async consume(key: ClientKey, cost: number, nodeId: string): Promise<Verdict> {
+  consume(key: ClientKey, cost: number, nodeId: string): Maybe<Verdict> {
     const ms = this.blocks.msBlocked(key, this.points);
     if (ms > 0) return refusedFromMemory(this.points, ms);
-    const v = await this.inner.consume(key, cost, nodeId);
-    if (!v.failed && v.exhausted) this.blocks.block(key, v.consumed, v.msBeforeNext);
-    return v;
+    return after(this.inner.consume(key, cost, nodeId), (v) => {
+      if (!v.failed && v.exhausted) this.blocks.block(key, v.consumed, v.msBeforeNext);
+      return v;
+    });
   }
 
   /** A block counts what Valkey counted: a refund lowers it (and may lift it) as it lowers Valkey's. */
@@ -186,18 +193,19 @@ class BreakerConsumer implements Consumer {
     private readonly breaker: StoreBreaker,
   ) {}
 
-  async consume(key: ClientKey, cost: number, nodeId: string): Promise<Verdict> {
+  consume(key: ClientKey, cost: number, nodeId: string): Maybe<Verdict> {
     const breaker = this.breaker;
     if (breaker.isOpen) return SKIPPED;
     const started = performance.now();
-    const v = await this.inner.consume(key, cost, nodeId);
-    if (v.failed) {
-      breaker.observer.storeCall((performance.now() - started) / 1000, false);
-      breaker.trip();
-    } else if (v.roundTrip) {
-      breaker.observer.storeCall((performance.now() - started) / 1000, true);
-    }
-    return v;
+    return after(this.inner.consume(key, cost, nodeId), (v) => {
+      if (v.failed) {
+        breaker.observer.storeCall((performance.now() - started) / 1000, false);
+        breaker.trip();
+      } else if (v.roundTrip) {
+        breaker.observer.storeCall((performance.now() - started) / 1000, true);
+      }
+      return v;
+    });
   }
 
   /** Skipped while the breaker is open: a refund is not worth waiting out a timeout for. */
@@ -230,9 +238,13 @@ export class InsuredConsumer implements Consumer {
     private readonly insurance: Insurance,
   ) {}
 
-  async consume(key: ClientKey, cost: number, nodeId: string): Promise<Verdict> {
-    const v = await this.inner.consume(key, cost, nodeId);
-    if (!v.failed) return v;
+  consume(key: ClientKey, cost: number, nodeId: string): Maybe<Verdict> {
+    return after(this.inner.consume(key, cost, nodeId), (v) =>
+      v.failed ? this.insured(key, cost) : v,
+    );
+  }
+
+  private insured(key: ClientKey, cost: number): Verdict {
     const { counters, share, windowMs } = this.insurance;
     const res = counters().consume(key, cost, windowMs);
     return {

@@ -3,6 +3,8 @@ import type { GatewayConfig, Limit, WriteBudget } from '../config/schema.js';
 import { InMemoryBlocks } from '../store/blocks.js';
 import { StoreError } from '../store/index.js';
 import type { ClientKey, QuotaLimiter, Store } from '../store/index.js';
+import { after } from '../util/maybe.js';
+import type { Maybe } from '../util/maybe.js';
 import { WindowCounters } from '../util/window-counters.js';
 import { refusedFromMemory } from './consume.js';
 import type { Consumer, DecisionObserver, Receipt, Verdict } from './consume.js';
@@ -59,6 +61,11 @@ export interface QuotaDecision {
 const REFUND_SLACK_MS = 100;
 
 type QuotaSettings = GatewayConfig['quotas'];
+/** A guarded counter and the window it counts in. */
+interface WindowConsumer {
+  windowSec: number;
+  consumer: Consumer;
+}
 /** What a decision shows whatever the verdict: the policy and the limit in force. */
 type DecisionShape = Pick<QuotaDecision, 'policy' | 'limit' | 'windowSec' | 'multiplier'>;
 
@@ -143,8 +150,12 @@ export interface DeciderOptions {
 export class QuotaDecider {
   /** One per (class, tier, window, points): bounded by the configuration, not by clients. */
   private readonly limiters = new Map<string, QuotaLimiter>();
-  /** The guarded counter of each limiter, as decide() consumes it. */
-  private readonly consumers = new Map<string, Consumer>();
+  /**
+   * The guarded counter of each limiter, as decide() consumes it, by tier, class and points
+   * (one window per tier and class until a reload clears them): found through strings whose
+   * hashes V8 keeps, not a key built per write.
+   */
+  private readonly consumers = new Map<string, Map<string, Map<number, WindowConsumer>>>();
   /** Per counter prefix; blocks record counts, so they hold for any limit and survive reloads. */
   private readonly blocks = new Map<string, InMemoryBlocks>();
   /** Per counter prefix: the in-memory share used while Valkey is down. */
@@ -252,8 +263,11 @@ export class QuotaDecider {
     return { base, multiplier, points: effectivePoints(base.points, multiplier, step) };
   }
 
-  /** Null when the request is free: quotas off, allow-listed, or a class without a limit. */
-  async decide(req: QuotaRequest): Promise<QuotaDecision | null> {
+  /**
+   * Null when the request is free: quotas off, allow-listed, or a class without a limit. At
+   * once when memory decides (a leased point, a block), else a promise.
+   */
+  decide(req: QuotaRequest): Maybe<QuotaDecision | null> {
     if (!this.settings.enabled) return null;
     const policy = req.policy ?? this.policy;
     if (policy.isAllowListed([req.ip, req.identity.raw])) return null;
@@ -267,8 +281,9 @@ export class QuotaDecider {
       multiplier,
     };
     const consumer = this.consumerFor(req.cls, req.identity.tier, base, points);
-    const v = await consumer.consume(req.identity.key, req.cost, req.nodeId);
-    return decisionOf(v, shape, this.settings.onStoreFailure, this.now());
+    return after(consumer.consume(req.identity.key, req.cost, req.nodeId), (v) =>
+      decisionOf(v, shape, this.settings.onStoreFailure, this.now()),
+    );
   }
 
   /**
@@ -431,36 +446,41 @@ export class QuotaDecider {
    * breaker and (onStoreFailure: insure) the insured share.
    */
   private consumerFor(cls: string, tier: string, base: Limit, points: number): Consumer {
+    let byClass = this.consumers.get(tier);
+    if (!byClass)
+      this.consumers.set(tier, (byClass = new Map<string, Map<number, WindowConsumer>>()));
+    let byPoints = byClass.get(cls);
+    if (!byPoints) byClass.set(cls, (byPoints = new Map<number, WindowConsumer>()));
+    const known = byPoints.get(points);
+    if (known?.windowSec === base.windowSec) return known.consumer;
     const keyPrefix = this.prefix(cls, tier, base.windowSec);
-    const id = `${keyPrefix}#${points}`;
-    let consumer = this.consumers.get(id);
-    if (!consumer) {
-      let source: Consumer = new LimiterConsumer(
-        () => this.limiterFor(cls, tier, base, points),
-        points,
-      );
-      const windowMs = base.windowSec * 1000;
-      if (this.leases) {
-        const terms = { keyPrefix, limit: points, windowMs, base: base.points };
-        source = new LeasedConsumer(source, this.leases, terms);
-      }
-      const { inMemoryBlock, onStoreFailure, gateways } = this.settings;
-      consumer = guarded(source, points, {
-        blocks: inMemoryBlock && points > 0 ? this.blocksFor(keyPrefix) : undefined,
-        breaker: this.breaker,
-        // One counter per (class, tier, window) whatever the multiplier: the share in force
-        // is compared there, so a multiplier change neither resets nor splits what was consumed.
-        insurance:
-          onStoreFailure === 'insure'
-            ? {
-                counters: () => this.insurerFor(keyPrefix),
-                share: insuredPoints(points, gateways),
-                windowMs,
-              }
-            : undefined,
-      });
-      this.consumers.set(id, consumer);
+    let source: Consumer = new LimiterConsumer(
+      () => this.limiterFor(cls, tier, base, points),
+      points,
+    );
+    const windowMs = base.windowSec * 1000;
+    if (this.leases) {
+      const terms = { keyPrefix, limit: points, windowMs, base: base.points };
+      source = new LeasedConsumer(source, this.leases, terms);
     }
+    const { inMemoryBlock, onStoreFailure, gateways } = this.settings;
+    const consumer = guarded(source, points, {
+      blocks: inMemoryBlock && points > 0 ? this.blocksFor(keyPrefix) : undefined,
+      breaker: this.breaker,
+      // One counter per (class, tier, window) whatever the multiplier: the share in force
+      // is compared there, so a multiplier change neither resets nor splits what was consumed.
+      insurance:
+        onStoreFailure === 'insure'
+          ? {
+              counters: () => this.insurerFor(keyPrefix),
+              share: insuredPoints(points, gateways),
+              windowMs,
+            }
+          : undefined,
+    });
+    // A write pinned to the policy before a reload that changed the window is counted in
+    // its own window, and does not replace the counter the reloaded policy uses.
+    if (!known) byPoints.set(points, { windowSec: base.windowSec, consumer });
     return consumer;
   }
 

@@ -1,5 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import type { Lease, LeaseStore } from '../store/index.js';
+import type { Maybe } from '../util/maybe.js';
 import { idleAfter, leaseDivisor, leaseForRate, nextLeaseSize } from './limits.js';
 
 /**
@@ -132,20 +133,37 @@ export class LeaseBook {
     this.sweeper.unref();
   }
 
-  /** Spend `cost` points of `key`'s quota, whose effective limit is `limit` per `windowMs`. */
-  async consume(
+  /**
+   * Spend `cost` points of `key`'s quota, whose effective limit is `limit` per `windowMs`: at
+   * once from points held here, else (a take from Valkey, or another's take to wait for) later.
+   */
+  consume(
+    key: string,
+    cost: number,
+    limit: number,
+    windowMs: number,
+    scope: LeaseScope,
+  ): Maybe<LeaseVerdict> {
+    const entry = this.entryFor(key, limit, scope);
+    if (held(entry) >= cost) return this.spend(entry, cost, limit, false);
+    return this.consumeLater(entry, key, cost, limit, windowMs, scope);
+  }
+
+  private async consumeLater(
+    first: Entry,
     key: string,
     cost: number,
     limit: number,
     windowMs: number,
     scope: LeaseScope,
   ): Promise<LeaseVerdict> {
+    let entry = first;
     for (let waits = 0; ; waits++) {
-      const entry = this.entryFor(key, limit, scope);
       if (held(entry) >= cost) return this.spend(entry, cost, limit, false);
       if (entry.pending && waits < MAX_WAITS) {
         // Another request is taking for this key: its lease may cover this one too.
         await entry.pending.catch(() => undefined);
+        entry = this.entryFor(key, limit, scope);
         continue;
       }
       return this.take(key, entry, cost, limit, windowMs);

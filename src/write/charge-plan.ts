@@ -17,6 +17,8 @@
 import type { QuotaDecision, QuotaRequest } from '../quota/decider.js';
 import type { Charger } from '../quota/charger.js';
 import type { Identity, Policy } from '../quota/policy.js';
+import { after, allOf } from '../util/maybe.js';
+import type { Maybe } from '../util/maybe.js';
 
 /** One identity's charge and its finished decision (null: nothing was charged). */
 export interface Taken {
@@ -64,18 +66,24 @@ export class ChargePlan {
     readonly where: PlanWhere,
   ) {}
 
-  /** The senders pay for what the gateway is about to do: all of them, or none. */
-  async payFee(senders: readonly Identity[]): Promise<PlanRefusal | undefined> {
+  /**
+   * The senders pay for what the gateway is about to do: all of them, or none. Every method
+   * that charges answers at once when memory decides every charge (a leased point, a block),
+   * else with a promise (Maybe).
+   */
+  payFee(senders: readonly Identity[]): Maybe<PlanRefusal | undefined> {
     if (senders.length === 0) return undefined;
-    const taken = await this.takeAll(senders);
-    this.show(taken, senders.length > 0);
-    const refused = firstRefused(taken);
-    if (refused) {
-      await this.giveBackAll(taken.filter((t) => t !== refused)); // refund: fee-refused
-      return { by: 'sender', decision: refused.decision!, taken: refused };
-    }
-    this.fee.push(...taken);
-    return undefined;
+    return after(this.takeAll(senders), (taken) => {
+      this.show(taken, true);
+      const refused = firstRefused(taken);
+      if (refused) {
+        const refusal = { by: 'sender' as const, decision: refused.decision!, taken: refused };
+        // refund: fee-refused
+        return this.giveBackAll(taken.filter((t) => t !== refused)).then(() => refusal);
+      }
+      this.fee.push(...taken);
+      return undefined;
+    });
   }
 
   /**
@@ -83,36 +91,47 @@ export class ChargePlan {
    * the same turn when `fee` names them (their commands leave in one write), then the node's
    * budget: all or none.
    */
-  async payWrite(
+  payWrite(
     payers: readonly Identity[],
     fee: readonly Identity[] = [],
-  ): Promise<PlanRefusal | undefined> {
-    const [feeTaken, writeTaken] =
-      fee.length === 0
-        ? [NONE, await this.takeAll(payers)]
-        : await Promise.all([this.takeAll(fee), this.takeAll(payers)]);
+  ): Maybe<PlanRefusal | undefined> {
+    const both = allOf([fee.length === 0 ? NONE : this.takeAll(fee), this.takeAll(payers)]);
+    return after(both, ([feeTaken, writeTaken]) => this.settleWrite(fee, feeTaken!, writeTaken!));
+  }
+
+  private settleWrite(
+    fee: readonly Identity[],
+    feeTaken: readonly Taken[],
+    writeTaken: readonly Taken[],
+  ): Maybe<PlanRefusal | undefined> {
     this.show(feeTaken, fee.length > 0);
     this.show(writeTaken, false);
     const feeRefused = firstRefused(feeTaken);
     if (feeRefused) {
+      const refusal = { by: 'sender' as const, decision: feeRefused.decision!, taken: feeRefused };
       const others = [...feeTaken, ...writeTaken].filter((t) => t !== feeRefused);
-      await this.giveBackAll(others); // refund: fee-refused-with-write
-      return { by: 'sender', decision: feeRefused.decision!, taken: feeRefused };
+      return this.giveBackAll(others).then(() => refusal); // refund: fee-refused-with-write
     }
     this.fee.push(...feeTaken);
     const writeRefused = firstRefused(writeTaken);
     if (writeRefused) {
-      await this.giveBackAll(writeTaken); // refund: write-refused
-      return { by: 'author', decision: writeRefused.decision! };
+      const refusal = { by: 'author' as const, decision: writeRefused.decision! };
+      return this.giveBackAll(writeTaken).then(() => refusal); // refund: write-refused
     }
     this.write.push(...writeTaken);
     return this.payBudget();
   }
 
   /** The node's budget, last: its refusal gives back the write's charges. */
-  async payBudget(): Promise<PlanRefusal | undefined> {
+  payBudget(): Maybe<PlanRefusal | undefined> {
     const pending = this.charger.takeNode(this.request(this.where.budgetPayer));
     if (!pending) return undefined;
+    return this.budgetDecided(pending);
+  }
+
+  private async budgetDecided(
+    pending: Promise<QuotaDecision | null>,
+  ): Promise<PlanRefusal | undefined> {
     this.node = await pending;
     if (!this.node || this.node.admitted) return undefined;
     await this.release(); // refund: budget-refused
@@ -126,7 +145,7 @@ export class ChargePlan {
   }
 
   /** A charge made after the fact (the relay's answer proved it due): kept, never refused. */
-  async payLate(identity: Identity): Promise<QuotaDecision | null> {
+  payLate(identity: Identity): Maybe<QuotaDecision | null> {
     return this.charger.take(this.request(identity));
   }
 
@@ -146,16 +165,18 @@ export class ChargePlan {
     return this.taken.find((t) => t.identity === identity)?.decision ?? null;
   }
 
-  private async takeOne(identity: Identity): Promise<Taken> {
-    const taken = { identity, decision: await this.charger.take(this.request(identity)) };
-    this.taken.push(taken);
-    return taken;
+  private takeOne(identity: Identity): Maybe<Taken> {
+    return after(this.charger.take(this.request(identity)), (decision) => {
+      const taken = { identity, decision };
+      this.taken.push(taken);
+      return taken;
+    });
   }
 
-  private async takeAll(identities: readonly Identity[]): Promise<readonly Taken[]> {
+  private takeAll(identities: readonly Identity[]): Maybe<readonly Taken[]> {
     if (identities.length === 0) return NONE;
-    if (identities.length === 1) return [await this.takeOne(identities[0]!)];
-    return Promise.all(identities.map((identity) => this.takeOne(identity)));
+    if (identities.length === 1) return after(this.takeOne(identities[0]!), (t) => [t]);
+    return allOf(identities.map((identity) => this.takeOne(identity)));
   }
 
   private async giveBackAll(taken: readonly Taken[]): Promise<void> {

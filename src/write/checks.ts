@@ -26,6 +26,8 @@ import {
   SIGNATURE_REFUSAL,
 } from '../nostr/refusals.js';
 import { nostrRejection } from '../quota/responses.js';
+import type { QuotaDecision } from '../quota/decider.js';
+import { after } from '../util/maybe.js';
 import type { PlanRefusal } from './charge-plan.js';
 import { LIFT_AHEAD_SEC } from './seen-ids.js';
 import type { WriteCheck, WriteOutcome, WritePath, WriteState } from './write-state.js';
@@ -240,7 +242,7 @@ function liftable(w: WriteState): boolean {
 export const liftedSignature: WriteCheck = (w) => {
   if (!on(w, 'lifted') || (!w.forged && w.services.verify(w.event))) return undefined;
   w.services.failedChecks.consume(w.ip, 1, FAILED_CHECKS_WINDOW_MS);
-  return w.plan.payFee(w.senders).then(() => invalid(w, SIGNATURE_REFUSAL));
+  return after(w.plan.payFee(w.senders), () => invalid(w, SIGNATURE_REFUSAL));
 };
 
 /**
@@ -264,7 +266,7 @@ export const acceptedHere: WriteCheck = (w) => {
     w.awaits = true;
     return undefined;
   }
-  return w.plan.payFee(w.senders).then((refused) => {
+  return after(w.plan.payFee(w.senders), (refused) => {
     if (refused) return quotaRefusal(refused, w);
     if (accepted) return duplicate(w);
     w.services.countFrame('DUPLICATE');
@@ -279,7 +281,7 @@ export const acceptedHere: WriteCheck = (w) => {
 /** The senders pay before the gateway verifies (a forgery's refusal still says invalid). */
 export const senderFee: WriteCheck = (w) => {
   if (!on(w, 'verified', 'relay', 'off')) return undefined;
-  return w.plan.payFee(w.senders).then((refused) => {
+  return after(w.plan.payFee(w.senders), (refused) => {
     if (!refused) return undefined;
     if (!w.forged) return quotaRefusal(refused, w);
     w.feeRefused = refused;
@@ -304,17 +306,16 @@ export const idMatchesContent: WriteCheck = (w) => {
 export const knownOverLimit: WriteCheck = (w) => {
   const relayMode = w.mode === 'relay' && on(w, 'relay', 'lifted');
   if (!relayMode && !on(w, 'verified')) return undefined;
-  return refusedFromMemory(w, relayMode);
-};
-
-async function refusedFromMemory(w: WriteState, relayMode: boolean) {
   const over = w.services.charger.knownOverLimit({
     identity: w.author,
     cls: 'write',
     nodeId: w.nodeId,
     policy: w.policy,
   });
-  if (!over) return undefined;
+  return over ? refusedFromMemory(w, over, relayMode) : undefined;
+};
+
+async function refusedFromMemory(w: WriteState, over: QuotaDecision, relayMode: boolean) {
   if (!relayMode && (await w.services.seen.anywhere(w.event.id)) === true) return duplicate(w);
   return quotaRefusal({ by: 'author', decision: over }, w);
 }
@@ -343,26 +344,28 @@ async function replayOf(w: WriteState, lifted: boolean): Promise<WriteOutcome | 
 /** lifted: senders that are not the address (an AUTH pubkey) pay as ever. */
 export const liftedFee: WriteCheck = (w) => {
   if (!on(w, 'lifted')) return undefined;
-  return w.plan
-    .payFee(w.senders.filter((s) => s.source !== 'ip'))
-    .then((refused) => (refused ? quotaRefusal(refused, w) : undefined));
+  return after(w.plan.payFee(w.senders.filter((s) => s.source !== 'ip')), (refused) =>
+    refused ? quotaRefusal(refused, w) : undefined,
+  );
 };
 
 /** The write's own charges, all or none: see charge-plan.ts. */
-export const writeCharges: WriteCheck = async (w) => {
+export const writeCharges: WriteCheck = (w) => {
   const { plan, author, services } = w;
   const chargesAuthor = w.mode === 'gateway' && on(w, 'verified', 'hashed', 'lifted');
   if (!chargesAuthor) {
-    const refused = await plan.payBudget();
-    return refused ? quotaRefusal(refused, w) : undefined;
+    return after(plan.payBudget(), (refused) => (refused ? quotaRefusal(refused, w) : undefined));
   }
   const hashed = on(w, 'hashed');
-  const refused = await plan.payWrite([author], hashed ? w.senders : []);
-  // A free write shows nothing of its author's quota: nothing is learnt from it.
-  if (!on(w, 'lifted') && w.cost > 0) services.headroom.learn(author.key, plan.decisionOf(author));
-  if (!refused) return undefined;
-  if (hashed && refused.by === 'author') return unpaidOnHash(w, refused);
-  return quotaRefusal(refused, w);
+  return after(plan.payWrite([author], hashed ? w.senders : []), (refused) => {
+    // A free write shows nothing of its author's quota: nothing is learnt from it.
+    if (!on(w, 'lifted') && w.cost > 0) {
+      services.headroom.learn(author.key, plan.decisionOf(author));
+    }
+    if (!refused) return undefined;
+    if (hashed && refused.by === 'author') return unpaidOnHash(w, refused);
+    return quotaRefusal(refused, w);
+  });
 };
 
 /**

@@ -3,6 +3,7 @@
  * event, who sent it, one configuration snapshot and one clock reading), the services they
  * call, and what the earlier checks found. Types only.
  */
+import type { Maybe } from '../util/maybe.js';
 import type { Event } from 'nostr-tools/pure';
 import type { GatewayConfig } from '../config/schema.js';
 import type { EventPolicy } from '../nostr/event-policy.js';
@@ -109,6 +110,4 @@ export type WriteOutcome =
     };
 
 /** A check: undefined to go on, or how the write ends. */
-export type WriteCheck = (
-  w: WriteState,
-) => WriteOutcome | undefined | Promise<WriteOutcome | undefined>;
+export type WriteCheck = (w: WriteState) => Maybe<WriteOutcome | undefined>;

@@ -184,7 +184,8 @@ export async function runReal(
           ledger.windowStarted(w.client, now, now + windowMs);
         }
         const asked = clock();
-        const p = deciders[w.holder]!.decide(writeRequest(w.client, NODE)).then((d) => {
+        const decided = deciders[w.holder]!.decide(writeRequest(w.client, NODE));
+        const p = Promise.resolve(decided).then((d) => {
           recorder.record(w.client, d, asked, clock(), undefined);
           pending.delete(p);
         });

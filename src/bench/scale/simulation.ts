@@ -165,7 +165,9 @@ export async function simulateScale(cfg: ScaleConfig): Promise<ScaleResult> {
     model.tag = tag;
     const pending = deciders[holder]!.decide(writeRequest(client, NODE));
     model.tag = undefined;
-    void pending.then((d) => recorder.record(client, d, t0, clock.now(), tag.evalAt));
+    void Promise.resolve(pending).then((d) =>
+      recorder.record(client, d, t0, clock.now(), tag.evalAt),
+    );
   };
 
   const arrive = () => {

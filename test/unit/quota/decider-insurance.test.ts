@@ -37,7 +37,7 @@ function setup(points: number) {
   return { decider, policy, board, write };
 }
 
-async function admittedOf(write: () => Promise<unknown>, n: number): Promise<number> {
+async function admittedOf(write: () => unknown, n: number): Promise<number> {
   let admitted = 0;
   for (let i = 0; i < n; i++) {
     const d = (await write()) as { admitted: boolean; outcome: string };

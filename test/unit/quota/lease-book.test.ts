@@ -214,7 +214,7 @@ describe('lease book', { timeout: 30_000 }, () => {
     for (let i = 0; i < 10; i++) await book.consume('k', 1, 100, 60_000, S);
     store.slowGiveBack = true;
     const after = await Promise.all(
-      Array.from({ length: 4 }, () => book.consume('k', 1, 12, 60_000, S)),
+      Array.from({ length: 4 }, async () => book.consume('k', 1, 12, 60_000, S)),
     );
     assert.equal(after.filter((v) => v.allowed).length, 2, 'the two points left under 12');
     assert.equal(store.counters.get('k')!.used, 12);
@@ -272,7 +272,7 @@ describe('lease book', { timeout: 30_000 }, () => {
       assert.equal(book.snapshot('k')?.held ?? 0, 0, `'k' holds nothing (${how})`);
       // Its hand-back is under way: the client's 8 points left must all be its own still.
       const next = await Promise.all(
-        Array.from({ length: 9 }, () => book.consume('k', 1, 10, 60_000, S)),
+        Array.from({ length: 9 }, async () => book.consume('k', 1, 10, 60_000, S)),
       );
       assert.equal(next.filter((v) => v.allowed).length, 8, 'the 8 points the client had left');
       assert.equal(store.counters.get('k')!.used, 10);
@@ -293,7 +293,7 @@ describe('lease book', { timeout: 30_000 }, () => {
     const { store, book } = setUp();
     await book.consume('k', 1, 1000, 60_000, S);
     const all = await Promise.all(
-      Array.from({ length: 8 }, () => book.consume('k', 1, 1000, 60_000, S)),
+      Array.from({ length: 8 }, async () => book.consume('k', 1, 1000, 60_000, S)),
     );
     assert.ok(all.every((v) => v.allowed));
     assert.equal(store.wants.length, 2, 'the first lease of 8 covered all eight');
@@ -310,7 +310,8 @@ describe('the decider with leases', { timeout: 30_000 }, () => {
     }).quotas;
   }
 
-  it('a reload that resizes or switches off leases hands the held points back', async () => {
+  /** A decider with leases on a fake store, and one identity's write. */
+  function leasedDecider() {
     const clock = { t: 1_000_000 };
     const fake = new FakeLeaseStore(clock);
     const settings = settingsWith({ enabled: true });
@@ -324,6 +325,11 @@ describe('the decider with leases', { timeout: 30_000 }, () => {
     const identity = makeIdentity('ip', '192.0.2.1', 'default', 'salt');
     const write = () =>
       decider.decide({ identity, ip: '192.0.2.1', cls: 'write', cost: 1, nodeId: 'relay-a' });
+    return { fake, decider, write };
+  }
+
+  it('a reload that resizes or switches off leases hands the held points back', async () => {
+    const { fake, decider, write } = leasedDecider();
     for (let i = 0; i < 3; i++) assert.equal((await write())!.admitted, true);
     const [key] = [...fake.counters.keys()];
     assert.ok(fake.counters.get(key!)!.used > 3, 'a lease is held');
@@ -334,6 +340,27 @@ describe('the decider with leases', { timeout: 30_000 }, () => {
     decider.reload(settingsWith({ enabled: false }));
     await settle();
     assert.equal(fake.counters.get(key!)!.used, 4, 'switched off: nothing held any more');
+    await decider.close();
+  });
+
+  it('decides a write on a point held here at once, and one needing a take later', async () => {
+    const { fake, decider, write } = leasedDecider();
+    // A new key holds nothing: the first write waits for its take.
+    const first = write();
+    assert.ok(first instanceof Promise, 'a take from the store is awaited');
+    assert.equal((await first)!.admitted, true);
+    assert.equal((await write())!.admitted, true); // the second lease is larger
+    const [key] = [...fake.counters.keys()];
+    const held = fake.counters.get(key!)!.used - 2;
+    assert.ok(held > 0, 'a lease is held');
+    // Every point held is spent without a promise (no turn of the event loop per write).
+    for (let i = 0; i < held; i++) {
+      const d = write();
+      assert.ok(!(d instanceof Promise), `write ${i + 1} of ${held} held points`);
+      assert.equal(d!.admitted, true);
+    }
+    assert.ok(write() instanceof Promise, 'the held points spent: the next write takes again');
+    await settle();
     await decider.close();
   });
 });

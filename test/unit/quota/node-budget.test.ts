@@ -286,7 +286,7 @@ function admissionSetup(mode: 'enforce' | 'shadow' = 'enforce') {
 }
 
 async function nodeBudgetCount(metrics: GatewayMetrics, outcome: string): Promise<number> {
-  const values = (await metrics.nodeBudgetDecisions.get()).values;
+  const values = (await metrics.nodeBudgetDecisions.counter.get()).values;
   return values.find((v) => v.labels.outcome === outcome)?.value ?? 0;
 }
 
