@@ -9,6 +9,7 @@ import { Worker } from 'node:worker_threads';
 import type { ResourceLimits } from 'node:worker_threads';
 import type { WalkBounds, WalkResult } from './follow-graph.js';
 import { PubkeySet } from './pubkey-set.js';
+import { PARSE_ROOM } from './relay-follow-source.js';
 
 export interface TrustSettings extends WalkBounds {
   tier: string;
@@ -68,14 +69,18 @@ const MB = 1024 * 1024;
 /**
  * The walk's heap bound: what it may hold at once, with room to spare. Its set as hex strings
  * (about 100 bytes a key measured; 200 counted for the frontier and the Set's growth) up to
- * maxPubkeys, one REQ's answer (authorsPerReq events of up to maxEventBytes, counted three
- * times: the frame's text and the parsed event), and 64 MB for the modules. The set's records
- * (32 bytes a key) are an ArrayBuffer, outside this heap. A walk past it is ended by V8
- * (ERR_WORKER_OUT_OF_MEMORY): a failed refresh, the gateway's own heap untouched.
+ * maxPubkeys; one REQ's answer (authorsPerReq events of up to maxEventBytes, 3 bytes a byte:
+ * a follow list parses into about 2); twice the room a frame's parse is asked
+ * (relay-follow-source.ts: V8 collects garbage by halfway from the live heap to the limit, so
+ * an honest walk always has that room); and 64 MB for the modules. For the defaults (10^6
+ * keys, 100 authors a REQ, 1 MB frames) 619 MB, a bound rather than a reservation: the 1M-key
+ * walk uses a few hundred (docs/BENCHMARKS.md). The set's records (32 bytes a key) are an
+ * ArrayBuffer, outside it. A walk past it is ended (ERR_WORKER_OUT_OF_MEMORY, or a frame
+ * refused for want of room): a failed refresh, the gateway's own heap untouched.
  */
 export function workerLimits(s: TrustSettings): ResourceLimits {
-  const bytes = s.maxPubkeys * 200 + s.authorsPerReq * s.maxEventBytes * 3;
-  return { maxOldGenerationSizeMb: 64 + Math.ceil(bytes / MB) };
+  const answer = s.authorsPerReq * s.maxEventBytes * 3 + 2 * PARSE_ROOM * s.maxEventBytes;
+  return { maxOldGenerationSizeMb: 64 + Math.ceil((s.maxPubkeys * 200 + answer) / MB) };
 }
 
 /** The longest wait after a failed refresh. */
@@ -170,6 +175,8 @@ export class TrustGraph {
     };
     const worker = new Worker(WORKER, {
       workerData: task,
+      // Not the gateway's flags: some a worker refuses (--input-type), failing every walk.
+      execArgv: [],
       resourceLimits: this.deps.resourceLimits ?? workerLimits(this.settings),
     });
     this.worker = worker;
