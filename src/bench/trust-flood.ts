@@ -22,7 +22,7 @@ import type { Event } from 'nostr-tools/pure';
 import WebSocket from 'ws';
 import { startGateway, startRelay } from '../harness/processes.js';
 import { PubkeySet } from '../trust/pubkey-set.js';
-import { TrustGraph } from '../trust/trust-graph.js';
+import { TrustGraph, workerLimits } from '../trust/trust-graph.js';
 import type { TrustSettings } from '../trust/trust-graph.js';
 
 const { values: args } = parseArgs({
@@ -34,6 +34,8 @@ const { values: args } = parseArgs({
     users: { type: 'string', default: '20' },
     seconds: { type: 'string', default: '20' },
     'refresh-sec': { type: 'string', default: '3' },
+    /** The refresh part's worker heap (default: workerLimits, as the gateway sets it). */
+    'worker-heap-mb': { type: 'string' },
   },
 });
 
@@ -148,7 +150,8 @@ async function main() {
       hops: 2,
       refreshSec: 600,
       timeoutSec: 300,
-      maxPubkeys: 10_000_000,
+      // The default's order: the worker's heap bound near the default's (619 MB).
+      maxPubkeys: 1_100_000,
       maxFollowsPerList: 5000,
       authorsPerReq: 100,
       maxEventBytes: 1 << 20,
@@ -158,7 +161,13 @@ async function main() {
     const rssBefore = process.memoryUsage().rss;
     const delay = monitorEventLoopDelay({ resolution: 10 });
     delay.enable();
-    const graph = new TrustGraph(settings, { url, swapped: () => undefined });
+    const heapMb = args['worker-heap-mb'];
+    const resourceLimits = heapMb ? { maxOldGenerationSizeMb: Number(heapMb) } : undefined;
+    const graph = new TrustGraph(settings, {
+      url,
+      swapped: () => undefined,
+      ...(resourceLimits ? { resourceLimits } : {}),
+    });
     const walk = await graph.refresh();
     delay.disable();
     if (!walk.ok) throw new Error(`the refresh failed: ${walk.error}`);
@@ -172,6 +181,7 @@ async function main() {
         setBytes: set.bytes,
         publishMs,
         refreshMs: walk.ms,
+        workerHeapMb: (resourceLimits ?? workerLimits(settings)).maxOldGenerationSizeMb,
         rssGrowthBytes: process.memoryUsage().rss - rssBefore,
         // This thread's event loop while the worker walked (ms).
         eventLoopDelayMs: {

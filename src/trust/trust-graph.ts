@@ -186,7 +186,13 @@ export class TrustGraph {
         else reject(new Error(done.error));
       });
       worker.on('error', reject);
-      worker.once('exit', (code) => reject(new Error(`the walk's worker exited (code ${code})`)));
+      worker.once('exit', (code) =>
+        reject(
+          new Error(
+            this.stopped ? 'the walk was stopped' : `the walk's worker exited (code ${code})`,
+          ),
+        ),
+      );
     }).finally(() => {
       this.worker = undefined;
       void worker.terminate();
