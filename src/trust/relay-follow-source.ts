@@ -13,9 +13,11 @@ import WebSocket from 'ws';
 /**
  * Heap bytes a frame's parse may take, per byte of the frame: its text (up to 2 bytes a
  * character) and what JSON.parse builds, up to 21 bytes a byte measured (`[{},{},...]`; a
- * follow list's p-tags, 2). JSON.parse cannot be interrupted: in a worker with a heap limit,
- * a parse past the limit (and the 16 MB Node adds to let it end) is a fatal out-of-memory of
- * the whole process, not ERR_WORKER_OUT_OF_MEMORY. So the room is checked before each parse.
+ * follow list's p-tags, 2). A worker at its heap limit is stopped at its next interrupt check,
+ * with 16 MB more (Node) to get there; one large allocation past that, such as a big frame's
+ * text or parse in a small heap, is V8's fatal out-of-memory of the whole process, not
+ * ERR_WORKER_OUT_OF_MEMORY (seen: a 9 MB frame in a 12 MB worker heap, one run in three). So
+ * the room is checked before a frame is decoded.
  */
 export const PARSE_ROOM = 32;
 
