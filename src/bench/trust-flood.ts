@@ -4,23 +4,25 @@
  * 1. memory: the bytes a key of the set costs, as the walk holds it (a Set of hex strings)
  *    and as it serves (PubkeySet, packed), for `--keys` keys;
  * 2. refresh: a reference relay holding a seed following `--lists` accounts, each following
- *    `--follows` fresh pubkeys (lists x follows edges), walked at hops 2 as the gateway does;
+ *    `--follows` fresh pubkeys (lists x follows edges), walked at hops 2 as the gateway does
+ *    (TrustGraph: in a worker thread), with this thread's event-loop delay meanwhile;
  * 3. flood: a gateway in front of that relay with the set in force; from one address, a wave
- *    of rotating fresh keys and `--users` followed accounts writing for `--seconds`.
+ *    of rotating fresh keys and `--users` followed accounts writing for `--seconds`, and the
+ *    gateway's event-loop delay over the flood (its metrics, reset by the scrape before it).
  *
  * node dist/src/bench/trust-flood.js --valkey 127.0.0.1:6379 [--lists 1000 --follows 1000]
  */
 import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import type { Event } from 'nostr-tools/pure';
 import WebSocket from 'ws';
 import { startGateway, startRelay } from '../harness/processes.js';
-import { initSignatureVerifier, verifySignature } from '../nostr/verify.js';
 import { PubkeySet } from '../trust/pubkey-set.js';
-import { readTrustSet, trustSource } from '../trust/trust-graph.js';
+import { TrustGraph, workerLimits } from '../trust/trust-graph.js';
 import type { TrustSettings } from '../trust/trust-graph.js';
 
 const { values: args } = parseArgs({
@@ -32,6 +34,8 @@ const { values: args } = parseArgs({
     users: { type: 'string', default: '20' },
     seconds: { type: 'string', default: '20' },
     'refresh-sec': { type: 'string', default: '3' },
+    /** The refresh part's worker heap (default: workerLimits, as the gateway sets it). */
+    'worker-heap-mb': { type: 'string' },
   },
 });
 
@@ -107,8 +111,13 @@ const followList = (sk: Uint8Array, follows: string[]) =>
     sk,
   );
 
+/** A gauge's value in a Prometheus text scrape (0 when absent). */
+function valueIn(scrape: string, name: string): number {
+  const line = scrape.split('\n').find((l) => l.startsWith(name));
+  return line ? Number(line.split(' ').pop()) : 0;
+}
+
 async function main() {
-  await initSignatureVerifier();
   const lists = Number(args.lists);
   const follows = Number(args.follows);
   console.log(JSON.stringify({ part: 'memory', ...memory(Number(args.keys)) }));
@@ -141,7 +150,8 @@ async function main() {
       hops: 2,
       refreshSec: 600,
       timeoutSec: 300,
-      maxPubkeys: 10_000_000,
+      // The default's order: the worker's heap bound near the default's (619 MB).
+      maxPubkeys: 1_100_000,
       maxFollowsPerList: 5000,
       authorsPerReq: 100,
       maxEventBytes: 1 << 20,
@@ -149,12 +159,19 @@ async function main() {
     };
     const url = relay.url.replace(/^http/, 'ws');
     const rssBefore = process.memoryUsage().rss;
-    const t0 = performance.now();
-    const { set, walk } = await readTrustSet(
-      settings,
-      trustSource(settings, { url }),
-      verifySignature,
-    );
+    const delay = monitorEventLoopDelay({ resolution: 10 });
+    delay.enable();
+    const heapMb = args['worker-heap-mb'];
+    const resourceLimits = heapMb ? { maxOldGenerationSizeMb: Number(heapMb) } : undefined;
+    const graph = new TrustGraph(settings, {
+      url,
+      swapped: () => undefined,
+      ...(resourceLimits ? { resourceLimits } : {}),
+    });
+    const walk = await graph.refresh();
+    delay.disable();
+    if (!walk.ok) throw new Error(`the refresh failed: ${walk.error}`);
+    const set = graph.set;
     console.log(
       JSON.stringify({
         part: 'refresh',
@@ -163,10 +180,17 @@ async function main() {
         pubkeys: set.size,
         setBytes: set.bytes,
         publishMs,
-        refreshMs: Math.round(performance.now() - t0),
+        refreshMs: walk.ms,
+        workerHeapMb: (resourceLimits ?? workerLimits(settings)).maxOldGenerationSizeMb,
         rssGrowthBytes: process.memoryUsage().rss - rssBefore,
+        // This thread's event loop while the worker walked (ms).
+        eventLoopDelayMs: {
+          p99: +(delay.percentile(99) / 1e6).toFixed(1),
+          max: +(delay.max / 1e6).toFixed(1),
+        },
       }),
     );
+    graph.stop();
 
     const users = accounts.slice(0, Number(args.users));
     const seconds = Number(args.seconds);
@@ -191,19 +215,13 @@ async function main() {
       path.join(mkdtempSync(path.join(os.tmpdir(), 'trust-bench-')), 'gateway.json'),
     );
     const admin = gateway.adminUrl;
-    const metric = async (name: string) => {
+    const scrape = async () => {
       const res = await fetch(`${admin}/metrics`, {
         headers: { authorization: 'Bearer trust-bench-admin-token-0123456789' },
       });
-      const line = (await res.text()).split('\n').find((l) => l.startsWith(name));
-      return line ? Number(line.split(' ').pop()) : 0;
+      return res.text();
     };
-    const metricLines = async (prefix: string) => {
-      const res = await fetch(`${admin}/metrics`, {
-        headers: { authorization: 'Bearer trust-bench-admin-token-0123456789' },
-      });
-      return (await res.text()).split('\n').filter((l) => l.startsWith(prefix));
-    };
+    const metric = async (name: string) => valueIn(await scrape(), name);
     const t1 = performance.now();
     while ((await metric('sluice_trust_pubkeys ')) < set.size) {
       if (performance.now() - t1 > 300_000) throw new Error('the gateway did not load the set');
@@ -240,6 +258,9 @@ async function main() {
       }),
     ]);
     for (const c of [...spammers, ...userConns]) c.ws.close();
+    // The first scrape since the flood began: prom-client's event-loop figures cover it.
+    const after = await scrape();
+    const lagMs = (name: string) => +(valueIn(after, name) * 1000).toFixed(1);
     console.log(
       JSON.stringify({
         part: 'flood',
@@ -258,10 +279,16 @@ async function main() {
         },
         gatewayLoadMs,
         refreshesDuringFlood:
-          (await metric('sluice_trust_refreshes_total{outcome="ok"}')) - refreshesBefore,
+          valueIn(after, 'sluice_trust_refreshes_total{outcome="ok"}') - refreshesBefore,
+        // The gateway's event-loop delay over the flood (ms).
+        gatewayEventLoopDelayMs: {
+          p50: lagMs('sluice_nodejs_eventloop_lag_p50_seconds '),
+          p99: lagMs('sluice_nodejs_eventloop_lag_p99_seconds '),
+          max: lagMs('sluice_nodejs_eventloop_lag_max_seconds '),
+        },
         loadAverage: os.loadavg().map((l) => +l.toFixed(2)),
         // Decisions by outcome: an insured one was taken while Valkey did not answer in time.
-        decisions: await metricLines('sluice_decisions_total'),
+        decisions: after.split('\n').filter((l) => l.startsWith('sluice_decisions_total')),
       }),
     );
   } finally {

@@ -1,7 +1,6 @@
 /** nostr.trust wired to the policy: each set the follow graph yields is swapped into it. */
 import type { FastifyBaseLogger } from 'fastify';
 import type { GatewayConfig } from '../config/schema.js';
-import { verifySignature } from '../nostr/verify.js';
 import type { Policy } from '../quota/policy.js';
 import type { GatewayMetrics } from './metrics.js';
 import { TrustGraph } from '../trust/trust-graph.js';
@@ -22,7 +21,6 @@ export function startTrustGraph(
   if (settings === undefined) return undefined;
   const graph = new TrustGraph(settings, {
     url: trustRelayUrl(config),
-    verify: verifySignature,
     swapped: (set) => policy.setTrusted({ tier: settings.tier, set }),
     report: (r) => {
       metrics.trustRefreshes.inc({ outcome: r.ok ? 'ok' : 'failed' });

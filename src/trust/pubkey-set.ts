@@ -7,8 +7,6 @@
 const KEY_BYTES = 32;
 const HEX_KEY = /^[0-9a-f]{64}$/;
 
-const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
-
 export class PubkeySet {
   private constructor(private readonly packed: Buffer) {}
 
@@ -16,37 +14,49 @@ export class PubkeySet {
 
   /** The set of `hexKeys` (lowercase hex; anything else is skipped, duplicates kept once). */
   static of(hexKeys: Iterable<string>): PubkeySet {
-    const unique = new Set<string>();
-    for (const hex of hexKeys) if (HEX_KEY.test(hex)) unique.add(hex);
-    // Sorting the hex strings sorts the bytes they spell (0-9 sort before a-f, as in ASCII).
-    const sorted = [...unique].sort();
-    const packed = Buffer.allocUnsafe(sorted.length * KEY_BYTES);
-    sorted.forEach((hex, i) => packed.write(hex, i * KEY_BYTES, KEY_BYTES, 'hex'));
-    return new PubkeySet(packed);
+    return PubkeySet.build(new Set(hexKeys));
   }
 
   /**
-   * The set of `keys` (lowercase hex, distinct: the walk's set), built in slices with a turn
-   * of the event loop between them, so building a million keys never holds a write for more
-   * than a slice: keys are bucketed by their first two bytes, each bucket sorted (small: a
-   * 65,536th of the set, or one list's keys ground to one prefix, at most maxFollowsPerList).
+   * The set of `keys` (lowercase hex, distinct: the walk's set; anything else is skipped),
+   * packed into an ArrayBuffer of its own, so the thread that built it can transfer it
+   * (`transferable`) and another take it without a copy (`fromPacked`): the trust worker
+   * builds, the gateway's thread swaps it in. Keys are bucketed by their first two bytes and
+   * each bucket sorted (a 65,536th of the set, or one list's keys ground to one prefix, at
+   * most maxFollowsPerList): sorting the hex strings sorts the bytes they spell (0-9 sort
+   * before a-f, as in ASCII).
    */
-  static async build(keys: ReadonlySet<string>, slice = 20_000): Promise<PubkeySet> {
+  static build(keys: ReadonlySet<string>): PubkeySet {
     const buckets: string[][] = Array.from({ length: 65_536 }, () => []);
     let n = 0;
     for (const hex of keys) {
       if (!HEX_KEY.test(hex)) continue;
       buckets[parseInt(hex.slice(0, 4), 16)]!.push(hex);
-      if (++n % slice === 0) await nextTurn();
+      n++;
     }
-    const packed = Buffer.allocUnsafe(n * KEY_BYTES);
+    const packed = Buffer.from(new ArrayBuffer(n * KEY_BYTES));
     let at = 0;
     for (const bucket of buckets) {
-      bucket.sort();
-      for (const hex of bucket) at += packed.write(hex, at, KEY_BYTES, 'hex');
-      if (at % (slice * KEY_BYTES) < bucket.length * KEY_BYTES) await nextTurn();
+      for (const hex of bucket.sort()) at += packed.write(hex, at, KEY_BYTES, 'hex');
     }
     return new PubkeySet(packed);
+  }
+
+  /** The set whose records `build` packed, from its `transferable` buffer (no copy). */
+  static fromPacked(records: ArrayBuffer): PubkeySet {
+    if (records.byteLength % KEY_BYTES !== 0) throw new Error('not a packed set of 32-byte keys');
+    return new PubkeySet(Buffer.from(records));
+  }
+
+  /**
+   * The buffer holding exactly the records (of a set from `build`), to transfer to another
+   * thread: `postMessage(msg, [set.transferable])` detaches it, leaving this set empty.
+   */
+  get transferable(): ArrayBuffer {
+    const { buffer, byteOffset, byteLength } = this.packed;
+    if (byteOffset !== 0 || byteLength !== buffer.byteLength || !(buffer instanceof ArrayBuffer))
+      throw new Error('a set not built by PubkeySet.build shares its buffer');
+    return buffer;
   }
 
   get size(): number {

@@ -4,9 +4,22 @@
  * `maxEventBytes` ends the connection (ws closes it, 1009) and the batch is asked again in
  * halves until the one author whose list is too large is left out; at most `limit` events a
  * REQ are kept (authors a truncated answer left out are asked again); frames that are not
- * JSON, or not this REQ's, are ignored; every REQ ends at the refresh's deadline.
+ * JSON, or not this REQ's, are ignored; every REQ ends at the refresh's deadline. A frame is
+ * parsed only if the heap has room for it (PARSE_ROOM), else the walk fails.
  */
+import { getHeapStatistics } from 'node:v8';
 import WebSocket from 'ws';
+
+/**
+ * Heap bytes a frame's parse may take, per byte of the frame: its text (up to 2 bytes a
+ * character) and what JSON.parse builds, up to 21 bytes a byte measured (`[{},{},...]`; a
+ * follow list's p-tags, 2). A worker at its heap limit is stopped at its next interrupt check,
+ * with 16 MB more (Node) to get there; one large allocation past that, such as a big frame's
+ * text or parse in a small heap, is V8's fatal out-of-memory of the whole process, not
+ * ERR_WORKER_OUT_OF_MEMORY (seen: a 9 MB frame in a 12 MB worker heap, one run in three). So
+ * the room is checked before a frame is decoded.
+ */
+export const PARSE_ROOM = 32;
 
 export interface RelaySourceOptions {
   url: string;
@@ -24,6 +37,9 @@ export class RelayTimeout extends Error {
 }
 class Oversize extends Error {
   override name = 'Oversize';
+}
+export class OutOfRoom extends Error {
+  override name = 'OutOfRoom';
 }
 
 interface Pending {
@@ -132,7 +148,17 @@ export class RelayFollowSource {
         resolve(socket);
       });
       socket.on('message', (data, isBinary) => {
-        if (!isBinary) this.frame((data as Buffer).toString('utf8'));
+        if (isBinary || this.pending === undefined) return;
+        const bytes = (data as Buffer).length;
+        const heap = getHeapStatistics();
+        if (heap.used_heap_size + bytes * PARSE_ROOM < heap.heap_size_limit) {
+          this.frame((data as Buffer).toString('utf8'));
+          return;
+        }
+        const limitMb = Math.round(heap.heap_size_limit / 2 ** 20);
+        this.ended(
+          new OutOfRoom(`a frame of ${bytes} bytes has no room in the heap (${limitMb} MB)`),
+        );
       });
       socket.on('error', (err: Error & { code?: string }) => {
         const oversize = err.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH';

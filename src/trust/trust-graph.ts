@@ -2,13 +2,14 @@
  * nostr.trust: the pubkeys within `hops` follow hops of the seeds, read from a relay and
  * refreshed every `refreshSec`. The set in force is replaced whole when a refresh completes;
  * until then (and when one fails or times out) the previous one serves, so a write never
- * waits for a refresh. One reader per gateway process; refreshes never overlap.
+ * waits for a refresh. One reader per gateway process; refreshes never overlap. Each walk runs
+ * in a worker thread of its own (trust-worker.ts), so the gateway's thread only swaps a set in.
  */
-import type { Event } from 'nostr-tools/pure';
-import type { FetchFollowLists, WalkBounds, WalkResult } from './follow-graph.js';
-import { walkFollowGraph } from './follow-graph.js';
+import { Worker } from 'node:worker_threads';
+import type { ResourceLimits } from 'node:worker_threads';
+import type { WalkBounds, WalkResult } from './follow-graph.js';
 import { PubkeySet } from './pubkey-set.js';
-import { RelayFollowSource } from './relay-follow-source.js';
+import { PARSE_ROOM } from './relay-follow-source.js';
 
 export interface TrustSettings extends WalkBounds {
   tier: string;
@@ -39,44 +40,47 @@ export interface RefreshReport {
 export interface TrustGraphDeps {
   /** The relay's WebSocket URL. */
   url: string;
-  /** Checks a follow list's signature (when verifySignatures). */
-  verify: (event: Event) => boolean;
   /** Called with each set swapped in. */
   swapped: (set: PubkeySet) => void;
   report?: (r: RefreshReport) => void;
-  now?: () => number;
+  /** The walk's worker's limits (default: `workerLimits(settings)`; tests lower them). */
+  resourceLimits?: ResourceLimits;
 }
 
-/** The reader of one walk against a relay, ending at the refresh's deadline. */
-export function trustSource(
-  settings: TrustSettings,
-  deps: Pick<TrustGraphDeps, 'url' | 'now'>,
-): RelayFollowSource {
-  const now = deps.now ?? Date.now;
-  return new RelayFollowSource({
-    url: deps.url,
-    maxEventBytes: settings.maxEventBytes,
-    limit: settings.authorsPerReq,
-    deadline: now() + settings.timeoutSec * 1000,
-    now,
-  });
+/** What a walk's worker is given (trust-worker.ts). */
+export interface WalkTask {
+  settings: TrustSettings;
+  url: string;
+  /** When every REQ of the walk gives up (ms since the epoch). */
+  deadline: number;
 }
 
-/** One walk through `source`: the set, or an error (the relay, the deadline). */
-export async function readTrustSet(
-  settings: TrustSettings,
-  source: RelayFollowSource,
-  verify: (event: Event) => boolean,
-): Promise<{ set: PubkeySet; walk: WalkResult }> {
-  try {
-    const fetch: FetchFollowLists = (authors) => source.fetch(authors);
-    const accept = settings.verifySignatures ? verify : () => true;
-    const batch = settings.authorsPerReq;
-    const walk = await walkFollowGraph(settings.seeds, settings, fetch, batch, accept);
-    return { set: await PubkeySet.build(walk.pubkeys), walk };
-  } finally {
-    source.close();
-  }
+/** A walk's figures and its set's records, transferred (or why it failed). */
+export type WalkDone =
+  | ({ ok: true; records: ArrayBuffer; oversized: number; requests: number } & Omit<
+      WalkResult,
+      'pubkeys'
+    >)
+  | { ok: false; error: string };
+
+const WORKER = new URL('./trust-worker.js', import.meta.url);
+const MB = 1024 * 1024;
+
+/**
+ * The walk's heap bound: what it may hold at once, with room to spare. Its set as hex strings
+ * (about 100 bytes a key measured; 200 counted for the frontier and the Set's growth) up to
+ * maxPubkeys; one REQ's answer (authorsPerReq events of up to maxEventBytes, 3 bytes a byte:
+ * a follow list parses into about 2); twice the room a frame's parse is asked
+ * (relay-follow-source.ts: V8 collects garbage by halfway from the live heap to the limit, so
+ * an honest walk always has that room); and 64 MB for the modules. For the defaults (10^6
+ * keys, 100 authors a REQ, 1 MB frames) 619 MB, a bound rather than a reservation: the 1M-key
+ * walk uses a few hundred (docs/BENCHMARKS.md). The set's records (32 bytes a key) are an
+ * ArrayBuffer, outside it. A walk past it is ended (ERR_WORKER_OUT_OF_MEMORY, or a frame
+ * refused for want of room): a failed refresh, the gateway's own heap untouched.
+ */
+export function workerLimits(s: TrustSettings): ResourceLimits {
+  const answer = s.authorsPerReq * s.maxEventBytes * 3 + 2 * PARSE_ROOM * s.maxEventBytes;
+  return { maxOldGenerationSizeMb: 64 + Math.ceil((s.maxPubkeys * 200 + answer) / MB) };
 }
 
 /** The longest wait after a failed refresh. */
@@ -87,7 +91,7 @@ export class TrustGraph {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<RefreshReport> | undefined;
   private stopped = false;
-  private source: RelayFollowSource | undefined;
+  private worker: Worker | undefined;
 
   constructor(
     private readonly settings: TrustSettings,
@@ -110,7 +114,7 @@ export class TrustGraph {
 
   stop(): void {
     this.stopped = true;
-    this.source?.close(true);
+    void this.worker?.terminate();
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
   }
@@ -133,41 +137,65 @@ export class TrustGraph {
   }
 
   private async readOnce(): Promise<RefreshReport> {
-    const now = this.deps.now ?? Date.now;
-    const began = now();
+    const began = Date.now();
     let report: RefreshReport;
     try {
-      const source = trustSource(this.settings, this.deps);
-      this.source = source;
-      const { set, walk } = await readTrustSet(this.settings, source, this.deps.verify);
+      const { records, ...walk } = await this.walk();
+      const set = PubkeySet.fromPacked(records);
       if (!this.stopped) {
         this.current = set;
         this.deps.swapped(set);
       }
-      report = {
-        ok: true,
-        pubkeys: set.size,
-        bytes: set.bytes,
-        ms: now() - began,
-        lists: walk.lists,
-        edges: walk.edges,
-        ignored: walk.ignored,
-        oversized: source.oversized,
-        requests: source.requests,
-        truncated: walk.truncated,
-        perHop: walk.perHop,
-      };
+      report = { ...walk, pubkeys: set.size, bytes: set.bytes, ms: Date.now() - began };
     } catch (err) {
       report = {
         ok: false,
         pubkeys: this.current.size,
         bytes: this.current.bytes,
-        ms: now() - began,
+        ms: Date.now() - began,
         error: (err as Error).message,
       };
     }
-    this.source = undefined;
     this.deps.report?.(report);
     return report;
+  }
+
+  /**
+   * One walk in a worker of its own (trust-worker.ts): the REQs, parsing, signature checks
+   * and the set's building run there, and the set's records come back transferred, so this
+   * thread only swaps a reference. Whatever ends the worker first (its error, an uncaught
+   * throw, running out of its heap, an exit, stop()) fails the refresh; it ends after.
+   */
+  private walk(): Promise<Extract<WalkDone, { ok: true }>> {
+    if (this.stopped) return Promise.reject(new Error('the walk was stopped'));
+    const task: WalkTask = {
+      settings: this.settings,
+      url: this.deps.url,
+      deadline: Date.now() + this.settings.timeoutSec * 1000,
+    };
+    const worker = new Worker(WORKER, {
+      workerData: task,
+      // Not the gateway's flags: some a worker refuses (--input-type), failing every walk.
+      execArgv: [],
+      resourceLimits: this.deps.resourceLimits ?? workerLimits(this.settings),
+    });
+    this.worker = worker;
+    return new Promise<Extract<WalkDone, { ok: true }>>((resolve, reject) => {
+      worker.once('message', (done: WalkDone) => {
+        if (done.ok) resolve(done);
+        else reject(new Error(done.error));
+      });
+      worker.on('error', reject);
+      worker.once('exit', (code) =>
+        reject(
+          new Error(
+            this.stopped ? 'the walk was stopped' : `the walk's worker exited (code ${code})`,
+          ),
+        ),
+      );
+    }).finally(() => {
+      this.worker = undefined;
+      void worker.terminate();
+    });
   }
 }

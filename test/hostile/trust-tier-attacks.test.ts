@@ -9,13 +9,12 @@
  */
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { finalizeEvent, generateSecretKey, getEventHash, getPublicKey } from 'nostr-tools/pure';
 import type { Event } from 'nostr-tools/pure';
-import { WebSocketServer } from 'ws';
 import { NostrClient, admin, metricValue, startGateway } from '../helpers/gateway.js';
 import type { GatewayUnderTest } from '../helpers/gateway.js';
+import { followListRelay } from '../helpers/follow-relay.js';
 import { signedEvent } from '../helpers/nostr-events.js';
 import { nostrSuite } from '../helpers/nostr-suite.js';
 import { RawNostr } from '../helpers/raw-nostr.js';
@@ -202,29 +201,6 @@ describe('a trust tier from the follow graph, attacked', { timeout: 240_000 }, (
   });
 });
 
-/** A relay of the test's own, answering each REQ for follow lists with `answers`. */
-async function hostileRelay(answers: (authors: string[], send: (frame: string) => void) => void) {
-  const wss = new WebSocketServer({ port: 0, host: '127.0.0.1' });
-  await new Promise((resolve) => wss.once('listening', resolve));
-  wss.on('connection', (socket) => {
-    socket.on('error', () => undefined);
-    socket.on('message', (data) => {
-      const msg = JSON.parse((data as Buffer).toString('utf8')) as unknown[];
-      if (msg[0] !== 'REQ') return;
-      const subId = msg[1] as string;
-      const filter = msg[2] as { authors: string[] };
-      answers(filter.authors, (frame) => socket.send(frame.replace('$SUB', subId)));
-    });
-  });
-  return {
-    url: `ws://127.0.0.1:${(wss.address() as AddressInfo).port}`,
-    close: () => {
-      for (const c of wss.clients) c.terminate();
-      wss.close();
-    },
-  };
-}
-
 describe('a hostile or silent relay feeding the follow graph', { timeout: 120_000 }, () => {
   const suite = nostrSuite({
     client: 'iovalkey',
@@ -238,7 +214,7 @@ describe('a hostile or silent relay feeding the follow graph', { timeout: 120_00
   const forgedBase = { ...genuine, tags: [['p', F.pk]], created_at: genuine.created_at + 10 };
   const forged = { ...forgedBase, id: getEventHash(forgedBase) };
   let mode: 'hostile' | 'silent' = 'hostile';
-  let relay: Awaited<ReturnType<typeof hostileRelay>> | undefined;
+  let relay: Awaited<ReturnType<typeof followListRelay>> | undefined;
   const answer = (authors: string[], send: (frame: string) => void) => {
     if (mode === 'silent') return; // never answers
     send('not json at all');
@@ -256,7 +232,7 @@ describe('a hostile or silent relay feeding the follow graph', { timeout: 120_00
   };
   let gw: GatewayUnderTest | undefined;
   before(async () => {
-    relay = await hostileRelay(answer);
+    relay = await followListRelay(answer);
     gw = await startGateway('iovalkey', 'standalone', [{ id: 'relay-a', url: suite.relay().url }], {
       identity: { order: ['pubkey', 'ip'] },
       quotas: {

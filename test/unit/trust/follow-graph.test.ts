@@ -135,8 +135,11 @@ describe('the follow-graph walk', { timeout: 120_000 }, () => {
         const expected = referenceSet(g.versions, g.seeds, g.hops, g.maxFollows);
         assert.deepEqual([...walk.pubkeys].sort(), [...expected].sort());
         assert.equal(walk.truncated, false);
-        // Built in slices of 2 keys: each slice boundary is crossed.
-        for (const set of [PubkeySet.of(walk.pubkeys), await PubkeySet.build(walk.pubkeys, 2)]) {
+        // As built, and as the gateway's thread takes it from the worker's (transferred).
+        const built = PubkeySet.build(walk.pubkeys);
+        const moved = structuredClone(built.transferable, { transfer: [built.transferable] });
+        assert.equal(built.size, 0, 'the records moved, not copied');
+        for (const set of [PubkeySet.of(walk.pubkeys), PubkeySet.fromPacked(moved)]) {
           assert.equal(set.size, expected.size);
           for (let i = 0; i < N; i++) assert.equal(set.has(keyOf(i)), expected.has(keyOf(i)));
         }
