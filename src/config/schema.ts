@@ -612,8 +612,9 @@ export const GatewayConfigSchema = z
         maxTrackedClients: positiveInt
           .default(DEFAULT_MAX_TRACKED_CLIENTS)
           .describe(
-            'Clients held in memory by each per-client structure (identity hashes, blocks, ' +
-              'insurance counters, frame rates); past it the least recently seen is forgotten',
+            'Clients held in memory by each per-client structure (identity hashes, range ' +
+              'identities, blocks, insurance counters, frame rates); past it the least recently ' +
+              'seen is forgotten',
           ),
         maxBufferedBytesPerClient: positiveInt
           .default(4 * 1024 * 1024)

@@ -75,8 +75,10 @@ export class Admission {
     this.frameRate = new WindowCounters(maxTrackedClients, now);
     this.writes = writeServices(ctx, now);
     boundIdentityKeys(maxTrackedClients);
+    ctx.policy.boundTrackedClients(maxTrackedClients);
     ctx.metrics.countTrackedClients(() => ({
       'identity-keys': identityKeys().size,
+      'range-identities': ctx.policy.rangeIdentitiesHeld,
       'frame-rate': this.frameRate.size,
       'failed-checks': this.writes.failedChecks.size,
       'early-retries': this.writes.earlyRetries.size,

@@ -93,7 +93,7 @@ export class GatewayMetrics {
   private trackedClientsSource: () => Record<string, number> = () => ({});
   readonly trackedClients = new Gauge({
     name: 'sluice_tracked_clients',
-    help: 'Clients held in memory per structure: identity-keys and frame-rate hold at most limits.maxTrackedClients, in-memory-blocks and insurance at most that per quota counter',
+    help: 'Clients held in memory per structure: identity-keys, range-identities and frame-rate hold at most limits.maxTrackedClients, in-memory-blocks and insurance at most that per quota counter',
     labelNames: ['structure'] as const,
     registers: [this.registry],
     collect: () => {

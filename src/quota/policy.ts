@@ -73,6 +73,7 @@ function stateOf(
   settings: QuotaSettings,
   pubkeys: PubkeyTierMap,
   trusted?: TrustedPubkeys,
+  maxTrackedClients = DEFAULT_MAX_TRACKED_CLIENTS,
 ): PolicyState {
   const ranges = rangeRules(settings.ranges);
   return {
@@ -85,7 +86,7 @@ function stateOf(
     trusted,
     ranges,
     rangeLimits: new Map(ranges.map((r) => [r.tier, r.write])),
-    rangeIds: { salt: '', byClient: new LRUCache({ max: DEFAULT_MAX_TRACKED_CLIENTS }) },
+    rangeIds: { salt: '', byClient: new LRUCache({ max: maxTrackedClients }) },
   };
 }
 
@@ -122,9 +123,27 @@ export class Policy {
     this.change({ tiers: { ...this.state.tiers, [tier]: copy } });
   }
 
-  /** Replace everything from a reloaded configuration (the pubkey tiers and trusted set are kept). */
+  /**
+   * Replace everything from a reloaded configuration (the pubkey tiers, the trusted set and
+   * the bound of the range identities held are kept).
+   */
   reload(settings: QuotaSettings): void {
-    this.change(stateOf(settings, this.state.pubkeys, this.state.trusted));
+    const { pubkeys, trusted, rangeIds } = this.state;
+    this.change(stateOf(settings, pubkeys, trusted, rangeIds.byClient.max));
+  }
+
+  /**
+   * Bound the range identities held (limits.maxTrackedClients), as boundIdentityKeys bounds
+   * the identity hashes: emptied when the bound changes.
+   */
+  boundTrackedClients(max: number): void {
+    if (this.state.rangeIds.byClient.max === max) return;
+    this.change({ rangeIds: { salt: '', byClient: new LRUCache({ max }) } });
+  }
+
+  /** Clients whose range identities are held now (at most limits.maxTrackedClients). */
+  get rangeIdentitiesHeld(): number {
+    return this.state.rangeIds.byClient.size;
   }
 
   /**

@@ -57,6 +57,11 @@ export class ScriptedDecider {
   /** Refunds asked, in order. */
   readonly refunds: Charge[] = [];
 
+  /** What the decider holds per client (sluice_tracked_clients): nothing here. */
+  trackedClients(): Record<string, number> {
+    return {};
+  }
+
   refund(req: QuotaRequest): Promise<boolean> {
     const { source, raw } = req.identity;
     this.refunds.push({ source, raw, cls: req.cls, cost: req.cost, admitted: true });

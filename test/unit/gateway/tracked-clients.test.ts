@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { DEFAULT_MAX_TRACKED_CLIENTS, GatewayConfigSchema } from '../../../src/config/schema.js';
 import { AddressSlots } from '../../../src/gateway/address-slots.js';
+import { senderIdentity, writeSenders } from '../../../src/write/pipeline.js';
 import { MultiplierBoard } from '../../../src/pressure/follower/board.js';
 import { QuotaDecider } from '../../../src/quota/decider.js';
 import { IdentityKeys, boundIdentityKeys, identityKeys } from '../../../src/quota/identity-keys.js';
@@ -218,5 +219,32 @@ describe('frame rate per address', { timeout: 10_000 }, () => {
     await admission.frame(conn('192.0.2.2'), close, false);
     await admission.frame(conn('192.0.2.3'), close, false);
     assert.equal((await admission.frame(a, close, false)).forward, true);
+  });
+});
+
+describe('range identities (quotas.ranges)', { timeout: 10_000 }, () => {
+  it('holds at most the configured maxTrackedClients clients, and the metric says so', async () => {
+    const { ctx } = admissionUnderTest(
+      { quotas: { ranges: { enabled: true } }, limits: { maxTrackedClients: 3 } },
+      [],
+    );
+    const { config } = ctx;
+    for (let i = 0; i < 10; i++) {
+      const policy = ctx.policy.pin(); // as each write pins it
+      const sender = senderIdentity(config, policy, { ip: `2001:db8:${i}::/64` });
+      const charged = writeSenders(config, policy, [sender]);
+      assert.deepEqual(
+        charged.map((id) => id.tier),
+        ['default', 'range:ipv6/56', 'range:ipv6/48'],
+      );
+    }
+    assert.equal(ctx.policy.rangeIdentitiesHeld, 3, 'the configured bound, not the default');
+    const metric = await ctx.metrics.registry.getSingleMetric('sluice_tracked_clients')!.get();
+    const held = metric.values.find((v) => v.labels.structure === 'range-identities');
+    assert.equal(held?.value, 3);
+    // A reload keeps the bound (limits are not reloaded with the quotas).
+    ctx.policy.reload(config.quotas);
+    for (let i = 0; i < 10; i++) ctx.policy.rangeIdentities(`2001:db8:${i}::/64`, 's');
+    assert.equal(ctx.policy.rangeIdentitiesHeld, 3);
   });
 });
