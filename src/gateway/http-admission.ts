@@ -10,7 +10,7 @@ import type { Identity, Policy } from '../quota/policy.js';
 import { quotaProblem, rateLimitHeaders, storeUnavailableProblem } from '../quota/responses.js';
 import type { Problem } from '../quota/responses.js';
 import { parseEvent } from '../nostr/frames.js';
-import { malformedRefusal } from '../nostr/refusals.js';
+import { earlyRetryCloseRefusal, malformedRefusal } from '../nostr/refusals.js';
 import { ChargePlan } from '../write/charge-plan.js';
 import { runWrite, senderIdentity, writeSenders } from '../write/pipeline.js';
 import type { WriteTicket } from '../write/ticket.js';
@@ -51,6 +51,8 @@ export type HttpVerdict =
       headers: Record<string, string>;
       /** Hold the answer this long first (an early retry: see write/early-retries.ts). */
       holdMs?: number;
+      /** Close the client's connection once answered (a bouncer past limits.earlyRetries.max). */
+      close?: boolean;
     };
 
 function problemOf(status: number, type: string, title: string, detail: string): Problem {
@@ -211,15 +213,15 @@ function refusedAnswer(
     case 'invalid':
       return answer(invalidEvent(message));
     case 'early': {
-      const { retrySec, holdMs } = outcome.early!;
+      const { retrySec, holdMs, closes } = outcome.early!;
       const shownNow = { ...decision!, remaining: 0, resetSec: retrySec };
-      const problem = { ...quotaProblem(shownNow), detail: message, retryAfter: retrySec };
-      return {
-        action: 'answer',
-        problem,
-        headers: rateLimitHeaders(shownNow, headerOptions),
-        holdMs,
-      };
+      const detail = closes ? earlyRetryCloseRefusal(retrySec) : message;
+      const problem = { ...quotaProblem(shownNow), detail, retryAfter: retrySec };
+      const headers = rateLimitHeaders(shownNow, headerOptions);
+      // Past max early retries in the window, the bouncer's connection closes, as over
+      // WebSocket: its other requests on it are not read.
+      if (closes) headers.connection = 'close';
+      return { action: 'answer', problem, headers, holdMs, close: closes };
     }
     case 'quota': {
       if (!decision || decision.outcome === 'error') {

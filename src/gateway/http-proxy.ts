@@ -66,6 +66,9 @@ export async function registerHttpProxy(app: FastifyInstance, ctx: GatewayContex
     });
     if (verdict.action === 'answer') {
       if (verdict.holdMs) await sleep(verdict.holdMs);
+      // Its answer says `Connection: close`; the socket goes once the answer is written, so
+      // nothing more the client pipelined on it is read.
+      if (verdict.close) reply.raw.once('finish', () => request.raw.socket.destroy());
       return sendProblem(reply, verdict.problem, verdict.headers);
     }
     if (eventBody !== undefined) {

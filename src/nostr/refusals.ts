@@ -30,6 +30,13 @@ export const costsMoreThanQuota = (cost: number, limit: number, windowSec: numbe
 /** The close that ends a bouncer: past limits.earlyRetries.max early retries. */
 export const EARLY_RETRY_CLOSE = 'rate-limited: writes sent again before the time given';
 
+/**
+ * Over HTTP, the answer that ends a bouncer's connection (429, `Connection: close`): the write
+ * itself may pass at its time, from a new connection.
+ */
+export const earlyRetryCloseRefusal = (sec: number) =>
+  `${EARLY_RETRY_CLOSE}; ${retryIn(sec)} from a new connection; closing this one`;
+
 /** The connection's awaited events (count or bytes) are at their bound: the relay answers soon. */
 export const AWAITING_REFUSAL = `rate-limited: too many events awaiting the relay's answer on this connection; ${retryIn(1)}`;
 
@@ -297,6 +304,12 @@ export const REFUSALS: readonly RefusalEntry[] = [
     name: 'http-early-retry',
     sent: 'HTTP 429',
     example: earlyRetryRefusal(9),
+    remedy: timed,
+  },
+  {
+    name: 'http-early-retry-close',
+    sent: 'HTTP 429',
+    example: earlyRetryCloseRefusal(9),
     remedy: timed,
   },
   {

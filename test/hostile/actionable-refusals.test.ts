@@ -9,7 +9,9 @@
  *   another client writes meanwhile; an honest client that waits the time it was given is
  *   served;
  * - the same bouncer over POST /events: its early copy is held, then answered 429 with
- *   Retry-After and RateLimit headers, unjudged.
+ *   Retry-After and RateLimit headers, unjudged; past the bound on a keep-alive connection, its
+ *   answer says `Connection: close` and the connection closes, while another client's keep-alive
+ *   connection writes meanwhile.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -20,7 +22,7 @@ import type { GatewayUnderTest } from '../helpers/gateway.js';
 import { signedEvent } from '../helpers/nostr-events.js';
 import { startRelay } from '../helpers/processes.js';
 import type { RelayProcess } from '../helpers/processes.js';
-import { rawRequest } from '../helpers/raw-http.js';
+import { RawConnection, rawRequest } from '../helpers/raw-http.js';
 import { RawNostr } from '../helpers/raw-nostr.js';
 
 const FRAMES_PER_SEC = 20;
@@ -241,5 +243,58 @@ describe('answers clients can act on, attacked', { timeout: 120_000 }, () => {
     assert.ok(Number(early.headers['retry-after']) >= 1, JSON.stringify(early.headers));
     assert.ok(early.headers.ratelimit, 'RateLimit headers on an early retry too');
     assert.ok(heldMs >= HOLD_MS - 50, `held ${heldMs} ms`);
+  });
+
+  it('a bouncer on one keep-alive connection is answered, then closed; others write', async () => {
+    const request = (e: Event) => {
+      const body = JSON.stringify(e);
+      return (
+        `POST /events HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`
+      );
+    };
+    const bouncer = await RawConnection.open(bounce.url, '127.0.41.6');
+    const other = await RawConnection.open(bounce.url, '127.0.41.7');
+    open.push({ close: () => bouncer.destroy() }, { close: () => other.destroy() });
+    bouncer.write(request(signedEvent(1, 'keep-alive first')));
+    const first = await bouncer.response();
+    assert.ok(first.status < 300, `${first.status} ${first.body}`);
+    const refusedOne = signedEvent(1, 'keep-alive second');
+    bouncer.write(request(refusedOne));
+    assert.equal((await bouncer.response()).status, 429);
+
+    // Early copies, one after another's answer on the same connection: up to MAX_EARLY of
+    // them are answered 429 and keep the connection; the one past it is answered, then closed.
+    const answers = [];
+    for (let i = 0; i <= MAX_EARLY && !bouncer.closed; i++) {
+      bouncer.write(request(refusedOne));
+      answers.push(await bouncer.response((MAX_EARLY + 2) * HOLD_MS + 5000));
+    }
+    assert.equal(answers.length, MAX_EARLY + 1, 'each early copy answered');
+    for (const a of answers.slice(0, MAX_EARLY)) {
+      assert.equal(a.status, 429, a.body);
+      assert.notEqual(a.headers.connection, 'close', 'within the bound the connection stays');
+      assert.match(a.body, /sent again before the time given; retry in \d+s/);
+    }
+    const last = answers[MAX_EARLY]!;
+    assert.equal(last.status, 429, last.body);
+    assert.equal(last.headers.connection, 'close', JSON.stringify(last.headers));
+    assert.ok(Number(last.headers['retry-after']) >= 1, JSON.stringify(last.headers));
+    assert.match(
+      last.body,
+      /writes sent again before the time given; retry in \d+s from a new connection; closing this one/,
+    );
+    await bouncer.untilClosed(5000);
+
+    // Another client's keep-alive connection writes meanwhile, and stays open.
+    for (let i = 0; i < 2; i++) {
+      const t0 = Date.now();
+      other.write(request(signedEvent(1, `other keep-alive ${i}`, generateSecretKey())));
+      const ok = await other.response();
+      // One write per 10 s for this address: the second is refused by quota, not closed.
+      assert.equal(ok.status, i === 0 ? 200 : 429, ok.body);
+      assert.ok(Date.now() - t0 < 2000, 'the other client is not slowed');
+    }
+    assert.equal(other.closed, false);
   });
 });
