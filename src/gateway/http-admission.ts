@@ -7,10 +7,20 @@
  */
 import type { QuotaDecision, QuotaRequest } from '../quota/decider.js';
 import type { Identity, Policy } from '../quota/policy.js';
-import { quotaProblem, rateLimitHeaders, storeUnavailableProblem } from '../quota/responses.js';
+import {
+  costExceedsQuota,
+  quotaProblem,
+  rateLimitHeaders,
+  storeUnavailableProblem,
+} from '../quota/responses.js';
+import type { Limit } from '../config/schema.js';
 import type { Problem } from '../quota/responses.js';
 import { parseEvent } from '../nostr/frames.js';
-import { earlyRetryCloseRefusal, malformedRefusal } from '../nostr/refusals.js';
+import {
+  costsMoreThanQuotaDetail,
+  earlyRetryCloseRefusal,
+  malformedRefusal,
+} from '../nostr/refusals.js';
 import { ChargePlan } from '../write/charge-plan.js';
 import { runWrite, senderIdentity, writeSenders } from '../write/pipeline.js';
 import type { WriteTicket } from '../write/ticket.js';
@@ -103,9 +113,17 @@ export async function httpVerdict(
     if (cls === 'write') writes.forwarded(node.id, facts.contentLength ?? 0, cost);
     return { action: 'forward', node, target, headers };
   };
+  // A cost over a whole quota it would pay is refused as no retry passes, before any charge:
+  // the sender, and for a write the ranges holding its address (writeSenders).
+  const payers = cls === 'write' ? writeSenders(config, policy, [sender()]) : [sender()];
+  const over = policy.quotaBelow(payers, cls, cost, facts.ip);
+  if (over) {
+    const { points, windowSec } = over.limit;
+    return costlyAnswer(costsMoreThanQuotaDetail(cls, cost, points, windowSec), cls, over.limit);
+  }
   const charged =
     cls === 'write'
-      ? await chargeWrite(writes, facts, sender(), node.id, cost, policy)
+      ? await chargeWrite(writes, facts, payers, node.id, cost, policy)
       : await chargeRead(writes, {
           identity: sender(),
           ip: facts.ip,
@@ -144,22 +162,22 @@ interface Charged {
 async function chargeWrite(
   writes: WriteServices,
   facts: HttpFacts,
-  sender: Identity,
+  senders: Identity[],
   nodeId: string,
   cost: number,
   policy: Policy,
 ): Promise<Charged> {
-  const config = writes.config();
   const plan = new ChargePlan(writes.charger, {
     ip: facts.ip,
     nodeId,
     cost,
-    budgetPayer: sender,
+    budgetPayer: senders[0]!,
     policy,
   });
-  const refusal =
-    (await plan.payFee(writeSenders(config, policy, [sender]))) ?? (await plan.payBudget());
-  return { shown: plan.shown, node: plan.node, refused: refusal?.decision };
+  const refusal = (await plan.payFee(senders)) ?? (await plan.payBudget());
+  // The time named covers every counter the plan saw refuse (the address, its ranges).
+  const refused = refusal && plan.longestWait(refusal).decision;
+  return { shown: plan.shown, node: plan.node, refused };
 }
 
 /** A read pays its sender's read quota. */
@@ -223,6 +241,8 @@ function refusedAnswer(
       if (closes) headers.connection = 'close';
       return { action: 'answer', problem, headers, holdMs, close: closes };
     }
+    case 'costly':
+      return costlyAnswer(message, 'write', outcome.over!);
     case 'quota': {
       if (!decision || decision.outcome === 'error') {
         return answer(storeUnavailableProblem(), { 'retry-after': '1' });
@@ -234,6 +254,12 @@ function refusedAnswer(
     default:
       return answer(problemOf(403, 'event-refused', 'Forbidden', message));
   }
+}
+
+/** A request no wait lets pass: 403, no Retry-After (see costExceedsQuota). */
+function costlyAnswer(detail: string, cls: 'write' | 'read', limit: Limit): HttpVerdict {
+  const { problem, headers } = costExceedsQuota(detail, cls, limit);
+  return answer(problem, headers);
 }
 
 function answer(problem: Problem, headers: Record<string, string> = {}): HttpVerdict {

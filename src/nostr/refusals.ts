@@ -27,6 +27,18 @@ export const earlyRetryRefusal = (sec: number) =>
 export const costsMoreThanQuota = (cost: number, limit: number, windowSec: number) =>
   `rate-limited: this write costs ${cost} points, more than the whole write quota of ${limit} per ${windowSec}s; no retry passes`;
 
+/**
+ * Over HTTP, a request whose cost is more than its whole quota (quotas.routes' cost against
+ * quotas.tiers, or a range's): 403, no Retry-After.
+ */
+export const costsMoreThanQuotaDetail = (
+  noun: string,
+  cost: number,
+  limit: number,
+  windowSec: number,
+) =>
+  `this ${noun} costs ${cost} points, more than the whole ${noun} quota of ${limit} per ${windowSec} s; no retry passes as sent`;
+
 /** The close that ends a bouncer: past limits.earlyRetries.max early retries. */
 export const EARLY_RETRY_CLOSE = 'rate-limited: writes sent again before the time given';
 
@@ -311,6 +323,12 @@ export const REFUSALS: readonly RefusalEntry[] = [
     sent: 'HTTP 429',
     example: earlyRetryCloseRefusal(9),
     remedy: timed,
+  },
+  {
+    name: 'http-costs-more-than-quota',
+    sent: 'HTTP 403',
+    example: costsMoreThanQuotaDetail('write', 20, 10, 60),
+    remedy: never('a cheaper request (another route or a smaller event), or a larger tier'),
   },
   {
     name: 'http-connections',

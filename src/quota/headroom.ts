@@ -108,6 +108,18 @@ export class Headroom {
     else this.reserved.delete(key);
   }
 
+  /**
+   * The key's quota as last learnt, if it had less than `cost` left in a window still running:
+   * a charge of `cost` waits for that window to end (as far as this process knows).
+   */
+  short(
+    key: ClientKey,
+    cost: number,
+  ): { limit: number; remaining: number; until: number } | undefined {
+    const known = this.fresh(key);
+    return known && known.remaining < cost ? known : undefined;
+  }
+
   /** What was learnt of the key, if its window still runs. */
   private fresh(key: ClientKey): Known | undefined {
     const known = this.known.get(key);

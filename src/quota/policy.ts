@@ -233,6 +233,29 @@ export class Policy {
     return cls === 'write' ? t.write : t.read;
   }
 
+  /**
+   * The first of `identities` whose whole quota of `cls` is less than `cost`: its base limit,
+   * the most a multiplier (at most 1) leaves, so no wait lets the request pass as sent.
+   * Undefined when every one could pass some day, or is not limited (quotas off, a free class,
+   * allow-listed with `ip`, a tier in shadow mode).
+   */
+  quotaBelow(
+    identities: readonly Identity[],
+    cls: QuotaClass,
+    cost: number,
+    ip: string,
+  ): { identity: Identity; limit: Limit } | undefined {
+    if (!this.state.settings.enabled || cost <= 0) return undefined;
+    for (const identity of identities) {
+      const limit = this.limitOf(identity.tier, cls);
+      if (limit === undefined || limit.points >= cost) continue;
+      if (this.modeOf(identity.tier) === 'shadow') continue;
+      if (this.isAllowListed([ip, identity.raw])) continue;
+      return { identity, limit };
+    }
+    return undefined;
+  }
+
   /** The networks holding a client that its writes pay too (quotas.ranges), narrowest first. */
   rangesOf(client: string): ClientRange[] {
     const { ranges } = this.state;

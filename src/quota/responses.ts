@@ -119,6 +119,33 @@ function quotaDetail(d: QuotaDecision, noun: string): string {
     : used;
 }
 
+/** A problem type of the gateway's own: the request's cost is more than a whole quota. */
+export const COST_EXCEEDS_QUOTA = 'urn:sluice:problem:cost-exceeds-quota';
+
+/**
+ * A request no wait lets pass (its cost is more than the whole quota of one it is charged
+ * to): 403, as a refusal by policy is, and no Retry-After. Not 429, which clients and their
+ * libraries retry on (its RFC 6585 meaning is "too many requests in a given amount of time");
+ * not 413, which is about the body's size. RateLimit-Policy names the quota it exceeds.
+ */
+export function costExceedsQuota(
+  detail: string,
+  cls: 'write' | 'read',
+  limit: { points: number; windowSec: number },
+): { problem: Problem; headers: Record<string, string> } {
+  const policy = cls === 'write' ? 'writes' : 'reads';
+  return {
+    problem: {
+      type: COST_EXCEEDS_QUOTA,
+      title: 'Forbidden',
+      status: 403,
+      detail,
+      'violated-policies': [policy],
+    },
+    headers: { 'ratelimit-policy': `"${policy}";q=${limit.points};w=${limit.windowSec}` },
+  };
+}
+
 /** The body of a 503 when quotas cannot be checked and the gateway fails closed. */
 export function storeUnavailableProblem(): Problem {
   return {

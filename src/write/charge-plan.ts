@@ -19,11 +19,14 @@ import type { Charger } from '../quota/charger.js';
 import type { Identity, Policy } from '../quota/policy.js';
 import { after, allOf } from '../util/maybe.js';
 import type { Maybe } from '../util/maybe.js';
+import { retryAfterSec } from '../quota/responses.js';
 
 /** One identity's charge and its finished decision (null: nothing was charged). */
 export interface Taken {
   identity: Identity;
   decision: QuotaDecision | null;
+  /** Paid as a sender's fee, or as the write's own (the author, a lifting tier). */
+  by: 'sender' | 'author';
 }
 
 /** Why a plan refused, and the decision that did. */
@@ -73,7 +76,7 @@ export class ChargePlan {
    */
   payFee(senders: readonly Identity[]): Maybe<PlanRefusal | undefined> {
     if (senders.length === 0) return undefined;
-    return after(this.takeAll(senders), (taken) => {
+    return after(this.takeAll(senders, 'sender'), (taken) => {
       this.show(taken, true);
       const refused = firstRefused(taken);
       if (refused) {
@@ -95,7 +98,10 @@ export class ChargePlan {
     payers: readonly Identity[],
     fee: readonly Identity[] = [],
   ): Maybe<PlanRefusal | undefined> {
-    const both = allOf([fee.length === 0 ? NONE : this.takeAll(fee), this.takeAll(payers)]);
+    const both = allOf([
+      fee.length === 0 ? NONE : this.takeAll(fee, 'sender'),
+      this.takeAll(payers, 'author'),
+    ]);
     return after(both, ([feeTaken, writeTaken]) => this.settleWrite(fee, feeTaken!, writeTaken!));
   }
 
@@ -165,18 +171,43 @@ export class ChargePlan {
     return this.taken.find((t) => t.identity === identity)?.decision ?? null;
   }
 
-  private takeOne(identity: Identity): Maybe<Taken> {
+  private takeOne(identity: Identity, by: Taken['by']): Maybe<Taken> {
     return after(this.charger.take(this.request(identity)), (decision) => {
-      const taken = { identity, decision };
+      const taken = { identity, decision, by };
       this.taken.push(taken);
       return taken;
     });
   }
 
-  private takeAll(identities: readonly Identity[]): Maybe<readonly Taken[]> {
+  private takeAll(identities: readonly Identity[], by: Taken['by']): Maybe<readonly Taken[]> {
     if (identities.length === 0) return NONE;
-    if (identities.length === 1) return after(this.takeOne(identities[0]!), (t) => [t]);
-    return allOf(identities.map((identity) => this.takeOne(identity)));
+    if (identities.length === 1) return after(this.takeOne(identities[0]!, by), (t) => [t]);
+    return allOf(identities.map((identity) => this.takeOne(identity, by)));
+  }
+
+  /**
+   * The refusal to show for `refusal`: of every counter the same write sent again would wait
+   * for, as far as this plan saw and `unseen` adds (counters not charged, known over their
+   * limit), the one that frees last, so that its retry time covers them all. What the plan saw
+   * a retry wait for: each charge refused (its count stays over the limit until its window
+   * ends, given back or not), each sender's fee kept with less than the cost left (the retry
+   * pays it again), and the node's budget refused. Errors and shadow-mode refusals never wait.
+   */
+  longestWait(refusal: PlanRefusal, unseen: readonly PlanRefusal[] = []): PlanRefusal {
+    if (refusal.decision.outcome === 'error') return refusal;
+    const { cost } = this.where;
+    let longest = refusal;
+    const weigh = (by: PlanRefusal['by'], d: QuotaDecision | null, kept = false) => {
+      if (d === null || d.outcome === 'error' || d.outcome === 'shadow_limited') return;
+      if (d.admitted && !(kept && d.remaining < cost)) return;
+      if (retryAfterSec(d) > retryAfterSec(longest.decision)) {
+        longest = { by, decision: d.admitted ? { ...d, admitted: false, outcome: 'limited' } : d };
+      }
+    };
+    for (const t of this.taken) weigh(t.by, t.decision, this.fee.includes(t));
+    weigh('budget', this.node);
+    for (const u of unseen) weigh(u.by, u.decision);
+    return longest;
   }
 
   private async giveBackAll(taken: readonly Taken[]): Promise<void> {

@@ -39,8 +39,13 @@ function on(w: WriteState, ...paths: WritePath[]): boolean {
   return paths.includes(w.path);
 }
 
-/** A refusal by quota, worded by quota (responses.ts). */
-export function quotaRefusal(r: PlanRefusal, w: WriteState): WriteOutcome {
+/**
+ * A refusal by quota, worded by quota (responses.ts), naming the time after which the same
+ * write can pass as far as this process knows: the longest wait of every counter it is known
+ * to wait for (ChargePlan.longestWait, and its author when not charged yet: `authorShort`).
+ */
+export function quotaRefusal(refused: PlanRefusal, w: WriteState): WriteOutcome {
+  const r = w.plan.longestWait(refused, authorShort(w, refused));
   const { decision, by } = r;
   return {
     type: 'refused',
@@ -55,6 +60,44 @@ export function quotaRefusal(r: PlanRefusal, w: WriteState): WriteOutcome {
 }
 
 const AUTH_LIFTS = 'AUTH (NIP-42) as a listed pubkey';
+
+/**
+ * The author's quota when the write's refusal came before its author was charged (its senders
+ * refused first), if this process knows it too short for the write: over its limit in memory
+ * (an in-memory block), or with less than the cost left at its last charge here (Headroom).
+ * Unknown otherwise (never charged through this process, or its window over): a retry at the
+ * time given may then meet the author's refusal, naming its own time.
+ */
+function authorShort(w: WriteState, refused: PlanRefusal): PlanRefusal[] {
+  if (w.mode !== 'gateway' || w.cost === 0 || w.plan.taken.some((t) => t.by === 'author')) {
+    return [];
+  }
+  const { author, nodeId, policy, services } = w;
+  const blocked = services.charger.knownOverLimit({
+    identity: author,
+    cls: 'write',
+    nodeId,
+    policy,
+  });
+  if (blocked) return [{ by: 'author', decision: blocked }];
+  const short = services.headroom.short(author.key, w.cost);
+  const windowSec = policy.limitOf(author.tier, 'write')?.windowSec;
+  if (!short || windowSec === undefined) return [];
+  const resetSec = Math.ceil((short.until - services.now()) / 1000);
+  const decision: QuotaDecision = {
+    ...refused.decision,
+    outcome: 'limited',
+    admitted: false,
+    policy: 'writes',
+    limit: short.limit,
+    windowSec,
+    remaining: short.remaining,
+    resetSec,
+    fromMemory: true,
+    receipt: undefined,
+  };
+  return [{ by: 'author', decision }];
+}
 
 /**
  * A write that costs more than a whole window of its quota at full strength: no retry time
@@ -238,6 +281,26 @@ function liftable(w: WriteState): boolean {
   );
 }
 
+/**
+ * A write whose cost is more than the whole quota of one it would be charged to (a sender, a
+ * range, its author when authors are charged here): no wait lets it pass, so it is refused
+ * saying so, before anything is charged or verified (as a blocked kind is).
+ */
+export const costFits: WriteCheck = (w) => {
+  const payers = on(w, 'lifted') ? w.senders.filter((s) => s.source !== 'ip') : w.senders;
+  const charged = w.mode === 'gateway' ? [...payers, w.author] : payers;
+  const over = w.policy.quotaBelow(charged, 'write', w.cost, w.ip);
+  if (!over) return undefined;
+  w.services.countFrame('COSTS_MORE_THAN_QUOTA');
+  const { points, windowSec } = over.limit;
+  return {
+    type: 'refused',
+    kind: 'costly',
+    message: costsMoreThanQuota(w.cost, points, windowSec),
+    over: over.limit,
+  };
+};
+
 /** lifted: the signature first; a failure is counted, and paid by the senders after all. */
 export const liftedSignature: WriteCheck = (w) => {
   if (!on(w, 'lifted') || (!w.forged && w.services.verify(w.event))) return undefined;
@@ -387,6 +450,7 @@ export const WRITE_CHECKS: readonly WriteCheck[] = [
   adaptiveWork,
   heldOnConnection,
   route,
+  costFits,
   liftedSignature,
   acceptedHere,
   senderFee,

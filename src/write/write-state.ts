@@ -5,7 +5,7 @@
  */
 import type { Maybe } from '../util/maybe.js';
 import type { Event } from 'nostr-tools/pure';
-import type { GatewayConfig } from '../config/schema.js';
+import type { GatewayConfig, Limit } from '../config/schema.js';
 import type { EventPolicy } from '../nostr/event-policy.js';
 import type { NostrSession } from '../nostr/session.js';
 import type { QuotaDecision } from '../quota/decider.js';
@@ -98,12 +98,14 @@ export type WriteOutcome =
       type: 'refused';
       /** The NIP-01 message: machine-readable prefix, then why. */
       message: string;
-      kind: 'invalid' | 'blocked' | 'auth' | 'held' | 'quota' | 'early';
+      kind: 'invalid' | 'blocked' | 'auth' | 'held' | 'quota' | 'early' | 'costly';
       /** The quota decision that refused (kind quota). */
       decision?: QuotaDecision;
       by?: PlanRefusal['by'];
       /** A forgery: counts against the connection that sent it. */
       counts?: boolean;
+      /** A write costlier than a whole quota it pays (kind costly): that quota's limit. */
+      over?: Limit;
       /** An early retry: how long to hold the answer, and whether its connection closes. */
       early?: { holdMs: number; retrySec: number; closes: boolean };
       plan?: ChargePlan;
