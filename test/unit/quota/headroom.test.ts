@@ -61,6 +61,20 @@ describe('author headroom', { timeout: 10_000 }, () => {
     assert.equal(h.roomFor(KEY, 1), false);
   });
 
+  it('short: less than the cost left, in a window still running, and until when', () => {
+    const clock = manualClock();
+    const h = new Headroom(10, clock.now);
+    const until = clock.now() + 5000;
+    assert.equal(h.short(KEY, 1), undefined, 'unknown: not known short');
+    h.learn(KEY, allowed(1, 20, until));
+    assert.equal(h.short(KEY, 1), undefined, 'room for 1');
+    assert.equal(h.short(KEY, 2)?.until, until, 'not for 2, till its window ends');
+    h.learn(KEY, { ...allowed(0, 20, until), outcome: 'limited' });
+    assert.deepEqual(h.short(KEY, 1), { remaining: 0, limit: 20, until });
+    clock.advance(5000);
+    assert.equal(h.short(KEY, 1), undefined, 'its window over');
+  });
+
   it("an insured or failed decision is not the counter's: forgotten", () => {
     const h = new Headroom(10, manualClock().now);
     h.learn(KEY, allowed(15));

@@ -127,3 +127,73 @@ describe('the charge plan: all or none, and what the relay settles', { timeout: 
     assert.equal(net('address'), 1, 'the sender paid for sending it');
   });
 });
+
+/**
+ * The time a refusal names (ChargePlan.longestWait): the longest wait of every counter the
+ * same write would wait for. Mutations tried: longestWait returning its refusal as given (the
+ * first refusal's time: fails all three), and without the kept-fee rule (fails the second).
+ */
+describe('the retry time covers every counter the plan saw', { timeout: 10_000 }, () => {
+  const shaped = (over: Partial<QuotaDecision>): QuotaDecision => ({
+    ...decision(over.admitted ?? false),
+    ...over,
+  });
+  function scripted(answers: Record<string, QuotaDecision>, cost = 1) {
+    const charger = {
+      take: (req: QuotaRequest) => Promise.resolve(answers[req.identity.raw] ?? null),
+      takeNode: () => null,
+      giveBack: () => Promise.resolve(),
+    };
+    return new ChargePlan(charger as unknown as Charger, {
+      ip: '192.0.2.1',
+      nodeId: 'relay-a',
+      cost,
+      budgetPayer: ADDRESS,
+    });
+  }
+  const RANGE = id('range');
+
+  it('an address and its range both refuse: the range frees later, its time is named', async () => {
+    const plan = scripted({
+      address: shaped({ resetSec: 2 }),
+      range: shaped({ resetSec: 8, limit: 8 }),
+    });
+    const refused = (await plan.payFee([ADDRESS, RANGE]))!;
+    assert.equal(refused.decision.resetSec, 2, 'the address refused first');
+    const shown = plan.longestWait(refused);
+    assert.deepEqual([shown.by, shown.decision.resetSec, shown.decision.limit], ['sender', 8, 8]);
+  });
+
+  it("the author refuses; the sender's fee kept left less than the cost: its window counts", async () => {
+    const plan = scripted(
+      {
+        address: shaped({ admitted: true, remaining: 1, resetSec: 30 }),
+        author: shaped({ resetSec: 5 }),
+      },
+      2,
+    );
+    assert.equal(await plan.payFee([ADDRESS]), undefined);
+    const refused = (await plan.payWrite([AUTHOR]))!;
+    assert.equal(refused.by, 'author');
+    const shown = plan.longestWait(refused);
+    assert.deepEqual(
+      [shown.by, shown.decision.admitted, shown.decision.resetSec],
+      ['sender', false, 30],
+    );
+  });
+
+  it('a fee kept with room, a shadow refusal, an error: none of them waits', async () => {
+    const plan = scripted({
+      address: shaped({ admitted: true, remaining: 3, resetSec: 30 }),
+      auth: shaped({ admitted: true, outcome: 'shadow_limited', resetSec: 40 }),
+      author: shaped({ resetSec: 5 }),
+    });
+    assert.equal(await plan.payFee([ADDRESS, AUTH]), undefined);
+    const refused = (await plan.payWrite([AUTHOR]))!;
+    assert.equal(plan.longestWait(refused).decision.resetSec, 5);
+    const unseen = { by: 'author' as const, decision: shaped({ outcome: 'error', resetSec: 50 }) };
+    assert.equal(plan.longestWait(refused, [unseen]).decision.resetSec, 5);
+    const known = { by: 'author' as const, decision: shaped({ resetSec: 50 }) };
+    assert.equal(plan.longestWait(refused, [known]).decision.resetSec, 50, 'a known wait counts');
+  });
+});
