@@ -22,6 +22,7 @@ interface RunFlags {
   quotaWindowSec: number;
   inMemoryBlock: boolean;
   ranges?: boolean;
+  ipv6Clients?: boolean;
   workIterations: number;
   seed: number;
   valkey: string;
@@ -105,6 +106,10 @@ export function registerBenchRun(bench: Command): void {
       '--ranges',
       'quotas.ranges on, each range 256 clients wide in limit (so none refuses): what charging ' +
         'each write\'s ranges costs (docs/BENCHMARKS.md, "Address ranges")',
+    )
+    .option(
+      '--ipv6-clients',
+      'the clients are IPv6, a /64 each, 256 to a /56 (with --ranges: two ranges a write)',
     )
     .option(
       '--work-iterations <n>',
@@ -243,6 +248,7 @@ export function registerBenchRun(bench: Command): void {
         },
         inMemoryBlock: flags.inMemoryBlock,
         ...(flags.ranges ? { ranges: true } : {}),
+        ...(flags.ipv6Clients ? { ipv6Clients: true } : {}),
         relayWorkIterations: flags.workIterations ?? spec.relayWorkIterations,
         law: spec.law ?? null,
         seed: flags.seed,

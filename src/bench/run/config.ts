@@ -270,6 +270,8 @@ export interface RunConfig {
   inMemoryBlock: boolean;
   /** quotas.ranges on (limits that refuse nothing): the cost of charging ranges. Absent: off. */
   ranges?: boolean;
+  /** The load's clients are IPv6 addresses, a /64 each (keys.ts clientAddressV6). Absent: IPv4. */
+  ipv6Clients?: boolean;
   relayWorkIterations: number;
   law: Law | null;
   seed: number;

@@ -22,6 +22,16 @@ export function clientAddress(i: number): string {
   return `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`;
 }
 
+/**
+ * The client address of identity i as an IPv6 client (--ipv6-clients): a /64 of its own,
+ * 256 to a /56 and 65,536 to a /48 (as the IPv4 addresses are 256 to a /24), so that
+ * --ranges charges each write its /56 and its /48.
+ */
+export function clientAddressV6(i: number): string {
+  if (!Number.isInteger(i) || i < 0 || i >= 2 ** 24) throw new RangeError(`identity ${i}`);
+  return `2001:db8:${(i >> 16).toString(16)}:${(i & 0xffff).toString(16)}::1`;
+}
+
 /** Cumulative Zipf probabilities over ranks 1..n (the last is exactly 1). */
 export function zipfCdf(n: number, s: number): Float64Array {
   const cdf = new Float64Array(n);

@@ -42,6 +42,7 @@ const RunConfigSchema = z.strictObject({
   quota: z.strictObject({ points: count, windowSec: z.number().positive() }),
   inMemoryBlock: z.boolean(),
   ranges: z.boolean().optional(),
+  ipv6Clients: z.boolean().optional(),
   relayWorkIterations: count,
   law: z.enum(ARMS).nullable(),
   seed: z.number().int(),

@@ -17,7 +17,7 @@ import { eventPool, preload } from './event-pool.js';
 import { BENCH_ADMIN_TOKEN, BENCH_VALKEY_TIMEOUTS, benchGatewayConfig } from './gateway-config.js';
 import type { ArrivalLoadResult } from './arrival-load.js';
 import type { LoadResult } from './http-load.js';
-import { apiKeyOf, clientAddress, keySampler } from './keys.js';
+import { apiKeyOf, clientAddress, clientAddressV6, keySampler } from './keys.js';
 import { ProcessSampler, withCpuPerRequest } from './proc-sampler.js';
 import type { WatchedProcess } from './proc-sampler.js';
 import { progressBar } from './progress.js';
@@ -44,6 +44,11 @@ export interface RunTargets {
 /** One run's file, as its schema (result-schema.ts) defines it. */
 export type RunResult = RunFile;
 
+/** How the load names client i's address: IPv4, or IPv6 under --ipv6-clients. */
+function addressOf(cfg: RunConfig): (i: number) => string {
+  return cfg.ipv6Clients ? clientAddressV6 : clientAddress;
+}
+
 /** One write from each flooder, so all of them start the run over their limit. */
 async function exhaustFlooders(url: string, cfg: RunConfig, body: string): Promise<void> {
   const flooders = Math.floor((cfg.floodShare ?? 0) * cfg.keys);
@@ -57,7 +62,7 @@ async function exhaustFlooders(url: string, cfg: RunConfig, body: string): Promi
         headers: {
           'content-type': 'application/json',
           'x-api-key': apiKeyOf(i),
-          'x-forwarded-for': clientAddress(i),
+          'x-forwarded-for': addressOf(cfg)(i),
         },
       });
       await res.arrayBuffer();
@@ -390,11 +395,12 @@ function clientHeaders(cfg: RunConfig): () => Record<string, string> {
       : workloadSpec(workloadOf(cfg)).atLimit
         ? () => AT_LIMIT_SENDER_KEY
         : undefined;
+  const address = addressOf(cfg);
   return (): Record<string, string> => {
     const i = pick();
     return keyOf
-      ? { 'x-api-key': keyOf(i), 'x-forwarded-for': clientAddress(i) }
-      : { 'x-forwarded-for': clientAddress(i) };
+      ? { 'x-api-key': keyOf(i), 'x-forwarded-for': address(i) }
+      : { 'x-forwarded-for': address(i) };
   };
 }
 

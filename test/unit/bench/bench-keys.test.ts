@@ -3,7 +3,13 @@ import { describe, it } from 'node:test';
 import calculateSlot from 'cluster-key-slot';
 import { makeIdentity } from '../../../src/quota/policy.js';
 import { slotRanges } from '../../../src/valkey/cluster.js';
-import { clientAddress, isFlooder, keySampler, zipfCdf } from '../../../src/bench/run/keys.js';
+import {
+  clientAddress,
+  clientAddressV6,
+  isFlooder,
+  keySampler,
+  zipfCdf,
+} from '../../../src/bench/run/keys.js';
 import { parseTarget, runFileName } from '../../../src/bench/run/config.js';
 import type { RunConfig } from '../../../src/bench/run/config.js';
 
@@ -85,6 +91,10 @@ describe('load key generation', { timeout: 60_000 }, () => {
     assert.equal(clientAddress(0), '10.0.0.0');
     assert.equal(clientAddress(70_000), '10.1.17.112');
     assert.throws(() => clientAddress(2 ** 24), RangeError);
+    // --ipv6-clients: a /64 each, 256 to a /56 (as 256 IPv4 clients to a /24).
+    assert.equal(clientAddressV6(0), '2001:db8:0:0::1');
+    assert.equal(clientAddressV6(70_000), '2001:db8:1:1170::1');
+    assert.throws(() => clientAddressV6(2 ** 24), RangeError);
     const flooders = Array.from({ length: 1000 }, (_, i) => isFlooder(i, 1000, 0.9)).filter(
       Boolean,
     );
