@@ -81,8 +81,8 @@ export class ChargePlan {
       const refused = firstRefused(taken);
       if (refused) {
         const refusal = { by: 'sender' as const, decision: refused.decision!, taken: refused };
-        // refund: fee-refused
-        return this.giveBackAll(taken.filter((t) => t !== refused)).then(() => refusal);
+        const others = taken.filter((t) => t !== refused);
+        return this.giveBackAll(others).then(() => refusal); // refund: fee-refused
       }
       this.fee.push(...taken);
       return undefined;
