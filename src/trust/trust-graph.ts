@@ -45,7 +45,18 @@ export interface TrustGraphDeps {
   report?: (r: RefreshReport) => void;
   /** The walk's worker's limits (default: `workerLimits(settings)`; tests lower them). */
   resourceLimits?: ResourceLimits;
+  /** How long past its deadline a walk's worker may run (default: WALK_OVERRUN_MS). */
+  overrunMs?: number;
+  /** The worker's script (default: trust-worker.js; tests give one that never ends). */
+  workerUrl?: URL;
 }
+
+/**
+ * A walk's worker may run this long past the walk's deadline (building the set and handing
+ * it over: 1-2 s at a million keys) before it is ended and the refresh fails: a worker that
+ * never answers (stuck in its work) would otherwise hold a core, and every later refresh.
+ */
+export const WALK_OVERRUN_MS = 30_000;
 
 /** What a walk's worker is given (trust-worker.ts). */
 export interface WalkTask {
@@ -164,7 +175,8 @@ export class TrustGraph {
    * One walk in a worker of its own (trust-worker.ts): the REQs, parsing, signature checks
    * and the set's building run there, and the set's records come back transferred, so this
    * thread only swaps a reference. Whatever ends the worker first (its error, an uncaught
-   * throw, running out of its heap, an exit, stop()) fails the refresh; it ends after.
+   * throw, running out of its heap, an exit, stop(), running WALK_OVERRUN_MS past its
+   * deadline) fails the refresh; it ends after.
    */
   private walk(): Promise<Extract<WalkDone, { ok: true }>> {
     if (this.stopped) return Promise.reject(new Error('the walk was stopped'));
@@ -173,14 +185,21 @@ export class TrustGraph {
       url: this.deps.url,
       deadline: Date.now() + this.settings.timeoutSec * 1000,
     };
-    const worker = new Worker(WORKER, {
+    const worker = new Worker(this.deps.workerUrl ?? WORKER, {
       workerData: task,
       // Not the gateway's flags: some a worker refuses (--input-type), failing every walk.
       execArgv: [],
       resourceLimits: this.deps.resourceLimits ?? workerLimits(this.settings),
     });
     this.worker = worker;
+    let overrun: NodeJS.Timeout | undefined;
     return new Promise<Extract<WalkDone, { ok: true }>>((resolve, reject) => {
+      const graceMs = this.deps.overrunMs ?? WALK_OVERRUN_MS;
+      overrun = setTimeout(
+        () => reject(new Error(`the walk's worker ran ${graceMs} ms past its deadline: ended`)),
+        task.deadline - Date.now() + graceMs,
+      );
+      overrun.unref();
       worker.once('message', (done: WalkDone) => {
         if (done.ok) resolve(done);
         else reject(new Error(done.error));
@@ -194,6 +213,7 @@ export class TrustGraph {
         ),
       );
     }).finally(() => {
+      clearTimeout(overrun);
       this.worker = undefined;
       void worker.terminate();
     });

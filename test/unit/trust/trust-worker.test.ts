@@ -179,6 +179,21 @@ describe('the trust walk in a worker thread', { timeout: 120_000 }, () => {
     await recovers(graph, first);
   });
 
+  it('ends a worker stuck past its deadline, then recovers', async () => {
+    const deps: Partial<TrustGraphDeps> = {};
+    const { graph, first } = await served(deps);
+    // A worker that never answers, given 300 ms past the walk's deadline (timeoutSec 60):
+    // the overrun, counted from that deadline, is the only way this refresh can end.
+    deps.workerUrl = new URL('../../helpers/stuck-worker.js', import.meta.url);
+    deps.overrunMs = 300 - settings.timeoutSec * 1000;
+    const failed = await within(graph.refresh(), 20_000, 'the refresh of a stuck worker');
+    assert.equal(failed.ok, false);
+    assert.match(failed.error ?? '', /past its deadline: ended/);
+    delete deps.workerUrl;
+    delete deps.overrunMs;
+    await recovers(graph, first);
+  });
+
   it('ends a running walk on stop(), leaving nothing to keep the process alive', async () => {
     mode = 'silent';
     // A process of its own that starts the graph on the silent relay, stops it and returns.
