@@ -116,10 +116,11 @@ export async function httpVerdict(
   // A cost over a whole quota it would pay is refused as no retry passes, before any charge:
   // the sender, and for a write the ranges holding its address (writeSenders).
   const payers = cls === 'write' ? writeSenders(config, policy, [sender()]) : [sender()];
-  const over = policy.quotaBelow(payers, cls, cost, facts.ip);
-  if (over) {
-    const { points, windowSec } = over.limit;
-    return costlyAnswer(costsMoreThanQuotaDetail(cls, cost, points, windowSec), cls, over.limit);
+  for (const payer of payers) {
+    const over = policy.quotaBelow(payer, cls, cost, facts.ip);
+    if (!over) continue;
+    const { points, windowSec } = over;
+    return costlyAnswer(costsMoreThanQuotaDetail(cls, cost, points, windowSec), cls, over);
   }
   const charged =
     cls === 'write'

@@ -234,26 +234,18 @@ export class Policy {
   }
 
   /**
-   * The first of `identities` whose whole quota of `cls` is less than `cost`: its base limit,
-   * the most a multiplier (at most 1) leaves, so no wait lets the request pass as sent.
-   * Undefined when every one could pass some day, or is not limited (quotas off, a free class,
-   * allow-listed with `ip`, a tier in shadow mode).
+   * The identity's base limit of `cls` when its whole quota is less than `cost` (the most a
+   * multiplier, at most 1, leaves), so no wait lets the request pass as sent. Undefined when
+   * it could pass some day, or is not limited (quotas off, a free class, allow-listed with
+   * `ip`, a tier in shadow mode).
    */
-  quotaBelow(
-    identities: readonly Identity[],
-    cls: QuotaClass,
-    cost: number,
-    ip: string,
-  ): { identity: Identity; limit: Limit } | undefined {
+  quotaBelow(identity: Identity, cls: QuotaClass, cost: number, ip: string): Limit | undefined {
     if (!this.state.settings.enabled || cost <= 0) return undefined;
-    for (const identity of identities) {
-      const limit = this.limitOf(identity.tier, cls);
-      if (limit === undefined || limit.points >= cost) continue;
-      if (this.modeOf(identity.tier) === 'shadow') continue;
-      if (this.isAllowListed([ip, identity.raw])) continue;
-      return { identity, limit };
-    }
-    return undefined;
+    const limit = this.limitOf(identity.tier, cls);
+    if (limit === undefined || limit.points >= cost) return undefined;
+    if (this.modeOf(identity.tier) === 'shadow') return undefined;
+    if (this.isAllowListed([ip, identity.raw])) return undefined;
+    return limit;
   }
 
   /** The networks holding a client that its writes pay too (quotas.ranges), narrowest first. */

@@ -13,6 +13,7 @@
  * - relay: (nostr.verify relay) its author is charged on the relay's answer.
  * - off: authors are not charged; the senders pay.
  */
+import type { Limit } from '../config/schema.js';
 import { requiredDifficulty } from '../nostr/adaptive-work.js';
 import { workDone } from '../nostr/pow.js';
 import {
@@ -287,19 +288,26 @@ function liftable(w: WriteState): boolean {
  * saying so, before anything is charged or verified (as a blocked kind is).
  */
 export const costFits: WriteCheck = (w) => {
-  const payers = on(w, 'lifted') ? w.senders.filter((s) => s.source !== 'ip') : w.senders;
-  const charged = w.mode === 'gateway' ? [...payers, w.author] : payers;
-  const over = w.policy.quotaBelow(charged, 'write', w.cost, w.ip);
-  if (!over) return undefined;
+  // Every write passes here: no array is built for it. A lifted write's address pays nothing.
+  const lifted = on(w, 'lifted');
+  for (const sender of w.senders) {
+    if (lifted && sender.source === 'ip') continue;
+    const over = w.policy.quotaBelow(sender, 'write', w.cost, w.ip);
+    if (over) return costly(w, over);
+  }
+  const over = w.mode === 'gateway' && w.policy.quotaBelow(w.author, 'write', w.cost, w.ip);
+  return over ? costly(w, over) : undefined;
+};
+
+function costly(w: WriteState, over: Limit): WriteOutcome {
   w.services.countFrame('COSTS_MORE_THAN_QUOTA');
-  const { points, windowSec } = over.limit;
   return {
     type: 'refused',
     kind: 'costly',
-    message: costsMoreThanQuota(w.cost, points, windowSec),
-    over: over.limit,
+    message: costsMoreThanQuota(w.cost, over.points, over.windowSec),
+    over,
   };
-};
+}
 
 /** lifted: the signature first; a failure is counted, and paid by the senders after all. */
 export const liftedSignature: WriteCheck = (w) => {
