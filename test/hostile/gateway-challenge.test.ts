@@ -18,10 +18,14 @@ import { RawNostr } from '../helpers/raw-nostr.js';
 const PUBLIC_URL = 'wss://relay.example.test';
 const MAX_INVALID = 4;
 
-/** `age` seconds old: AUTH events of one key over one challenge differ by it (their ids). */
-function authEvent(challenge: string, sk = generateSecretKey(), age = 0): Event {
+/**
+ * AUTH events of one key over one challenge differ by `createdAt` alone (their ids): callers
+ * give each its own, from one clock reading (a second ticking between two reads would give
+ * two events the same id, and one answer would stand for both).
+ */
+function authEvent(challenge: string, sk = generateSecretKey(), createdAt?: number): Event {
   const template = makeAuthEvent(PUBLIC_URL, challenge);
-  template.created_at -= age;
+  if (createdAt !== undefined) template.created_at = createdAt;
   return finalizeEvent(template, sk);
 }
 
@@ -116,7 +120,9 @@ describe("attacks on the gateway's own AUTH challenge", { timeout: 90_000 }, () 
     const challenge = await challengeOf(attacker);
     const sk = generateSecretKey();
     // Good ones, each verified: at most 8 per connection, then refused before verifying.
-    const good = Array.from({ length: 12 }, (_, i) => authEvent(challenge, sk, i));
+    const nowSec = Math.floor(Date.now() / 1000);
+    const good = Array.from({ length: 12 }, (_, i) => authEvent(challenge, sk, nowSec - i));
+    assert.equal(new Set(good.map((e) => e.id)).size, good.length, 'twelve distinct AUTH events');
     for (const event of good) attacker.send(['AUTH', event]);
     const answers = await Promise.all(good.map((e) => attacker.okFor(e.id)));
     assert.equal(answers.filter((a) => a[2] === true).length, 8);
