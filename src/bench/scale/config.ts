@@ -37,6 +37,11 @@ export interface ScaleConfig {
   /** Commands one primary serves per second. */
   serviceRatePerSec: number;
   hop: 'loopback' | 'datacenter';
+  /**
+   * Round trips measured beside a real run of this configuration (real-run.ts's probe): the
+   * model's network and host then are those the real run met (see HopLatency.roundTripsMs).
+   */
+  measuredRoundTripsMs?: readonly number[] | undefined;
   timeoutMs: number;
   retryStoreAfterMs: number;
   /** Keys each decider tracks (quotas' maxTrackedClients). */
@@ -83,7 +88,8 @@ export const DEFAULT_SCALE: ScaleConfig = {
 };
 
 export function hopOf(cfg: ScaleConfig): HopLatency {
-  return cfg.hop === 'loopback' ? LOOPBACK_HOP : DATACENTER_HOP;
+  const hop = cfg.hop === 'loopback' ? LOOPBACK_HOP : DATACENTER_HOP;
+  return cfg.measuredRoundTripsMs ? { ...hop, roundTripsMs: cfg.measuredRoundTripsMs } : hop;
 }
 
 /** The quota settings every simulated gateway runs with, through the real schema. */

@@ -12,6 +12,12 @@ export interface HopLatency {
   /** Probability of a tail draw, and its extra delay (uniform up to this), ms. */
   tailP: number;
   tailMs: number;
+  /**
+   * Round trips measured on the host the run is compared with (a probe beside the real run):
+   * when given, each command's way out draws one of them whole, its way back is free, so the
+   * model's round trips have the host's own distribution (its scheduling, its client).
+   */
+  roundTripsMs?: readonly number[] | undefined;
 }
 
 export const LOOPBACK_HOP: HopLatency = { medianMs: 0.05, sigma: 0.4, tailP: 0.001, tailMs: 1 };
@@ -31,6 +37,21 @@ export function normal(u1: number, u2: number): number {
 export function hopMs(h: HopLatency, u1: number, u2: number, u3: number): number {
   const body = h.medianMs * Math.exp(h.sigma * normal(u1, u2));
   return u3 < h.tailP ? body + (u3 / h.tailP) * h.tailMs : body;
+}
+
+/** One leg of a round trip: out (to Valkey) or back (the reply), ms. */
+export function legMs(
+  h: HopLatency,
+  leg: 'out' | 'back',
+  u1: number,
+  u2: number,
+  u3: number,
+): number {
+  const measured = h.roundTripsMs;
+  if (measured === undefined || measured.length === 0) return hopMs(h, u1, u2, u3);
+  return leg === 'back'
+    ? 0
+    : measured[Math.min(measured.length - 1, Math.floor(u1 * measured.length))]!;
 }
 
 /** Exponential service time of mean `meanMs`. */

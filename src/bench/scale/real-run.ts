@@ -31,6 +31,13 @@ const SCRIPT_COMMANDS = ['eval', 'evalsha', 'eval_ro', 'evalsha_ro', 'fcall', 'f
 /** Epoch ms with a fraction: the ledger's and the latencies' one time base. */
 const clock = () => performance.timeOrigin + performance.now();
 const BOARD: NodeMultipliers = { get: () => ({ value: 1 }), onChange: () => undefined };
+/**
+ * The probe beside the run: GETs on the slots the writes go to, from a client of the same
+ * kind in this process, timed as decisions are. Its round trips are the host's and the
+ * network's as the run met them (this machine's scheduling, the client's own work): the
+ * simulation compared with the run draws its round trips from them (HopLatency.roundTripsMs).
+ */
+const PROBES_PER_SEC = 500;
 
 export interface RealScaleResult {
   config: ScaleConfig;
@@ -44,6 +51,11 @@ export interface RealScaleResult {
   latencyMs: { p50: number; p99: number; p999: number; max: number };
   outcomes: Record<string, number>;
   strandedPerGateway: { mean: number; max: number };
+  /**
+   * The probe's round trips (ms, in the order measured), how many failed, and how many met
+   * the fault (left out: the model has the fault itself).
+   */
+  probe: { roundTripsMs: number[]; failed: number; metFault: number };
 }
 
 interface Primary {
@@ -139,6 +151,15 @@ export async function runReal(
       }),
     );
   }
+  const prober = await createStore({
+    client,
+    mode: 'cluster',
+    nodes: [seed],
+    timeouts: { commandMs: cfg.timeoutMs },
+    autoPipelining,
+    clientName: 'sluice-scale-probe',
+  });
+  const probe = { roundTripsMs: [] as number[], failed: 0, metFault: 0 };
   const settings = quotaSettings(run);
   const policy = new Policy(settings);
   const held = new Float64Array(holders);
@@ -159,7 +180,13 @@ export async function runReal(
   const pending = new Set<Promise<void>>();
   const started = clock();
   const endAt = started + cfg.durationSec * 1000;
+  // The model has the fault itself: round trips that met it stay out of its samples.
+  const faultFrom = cfg.failover ? started + faultAt(cfg) : Infinity;
+  const faultTo = faultFrom + cfg.failoverPauseMs;
   let carry = 0;
+  let probeCarry = 0;
+  // Each probe goes with a write (to its slot): at most one a write.
+  const probesPerSec = Math.min(PROBES_PER_SEC, cfg.writesPerSec / 2);
   let last = started;
   if (cfg.failover) {
     if (!cfg.pauseOnly)
@@ -175,7 +202,9 @@ export async function runReal(
         return;
       }
       const [n, rest] = writesDue(carry, cfg.writesPerSec, now - last);
+      const [probes, probeRest] = writesDue(probeCarry, probesPerSec, now - last);
       carry = rest;
+      probeCarry = probeRest;
       last = now;
       for (let i = 0; i < n; i++) {
         const w = drawWrite(random, cfg, now - started);
@@ -185,7 +214,13 @@ export async function runReal(
         }
         const asked = clock();
         const decided = deciders[w.holder]!.decide(writeRequest(w.client, NODE));
-        const p = Promise.resolve(decided).then((d) => {
+        if (i < probes) sendProbe(w.client);
+        // A verdict from memory is the decider's value itself: decided when it returns.
+        if (!(decided instanceof Promise)) {
+          recorder.record(w.client, decided, asked, clock(), undefined);
+          continue;
+        }
+        const p = decided.then((d) => {
           recorder.record(w.client, d, asked, clock(), undefined);
           pending.delete(p);
         });
@@ -193,12 +228,28 @@ export async function runReal(
       }
     }, 1);
   });
+  function sendProbe(client: string): void {
+    const asked = clock();
+    const p = prober.kv.get(`${run.keyPrefix}:probe:${client}`).then(
+      () => {
+        const answered = clock();
+        if (answered < faultFrom || asked > faultTo) probe.roundTripsMs.push(answered - asked);
+        else probe.metFault++;
+      },
+      () => probe.failed++,
+    );
+    const settled: Promise<void> = p.then(() => {
+      pending.delete(settled);
+    });
+    pending.add(settled);
+  }
   await Promise.allSettled([...pending]);
   const wallSec = (clock() - started) / 1000;
   const stranded = meanMax([...held]);
   const after = await scriptCalls(shards.map((p) => p.address));
   for (const d of deciders) await d.close();
   for (const s of stores) await s.close();
+  await prober.close();
   ledger.finish(Infinity);
   const calls = after.map((a, i) => a - before[i]!);
   return {
@@ -215,5 +266,6 @@ export async function runReal(
     latencyMs: recorder.latencyFigures(),
     outcomes: recorder.outcomes,
     strandedPerGateway: stranded,
+    probe,
   };
 }

@@ -16,7 +16,7 @@ import { leaseStore } from '../../store/lease.js';
 import { QuotaLimiter } from '../../store/limiter.js';
 import { seededRandom } from '../../util/random.js';
 import type { VirtualClock } from './clock.js';
-import { hopMs, serviceMs } from './latency.js';
+import { legMs, serviceMs } from './latency.js';
 import type { HopLatency } from './latency.js';
 import { evenSlotOwners, keySlot } from './slots.js';
 
@@ -267,9 +267,9 @@ export class ValkeyModel {
     for (const s of m.slots) this.owners[s] = m.to;
   }
 
-  private hop(): number {
+  private hop(leg: 'out' | 'back'): number {
     const r = this.random;
-    return hopMs(this.opts.hop, r(), r(), r());
+    return legMs(this.opts.hop, leg, r(), r(), r());
   }
 
   /** Where a migrating key is at `t`: moved once its own moment in the migration passed. */
@@ -300,7 +300,7 @@ export class ValkeyModel {
           );
         });
       const visit = (shardIx: number, asking: boolean, extraAt: number) => {
-        this.clock.at(extraAt + this.hop(), () => {
+        this.clock.at(extraAt + this.hop('out'), () => {
           const t = this.clock.now();
           const shard = this.shards[shardIx]!;
           const f = this.opts.failover;
@@ -316,19 +316,19 @@ export class ValkeyModel {
           const owner = this.owners[slot]!;
           if (!asking && movedTo !== undefined && movedTo !== shardIx) {
             this.redirects++;
-            return visit(movedTo, true, done + this.hop());
+            return visit(movedTo, true, done + this.hop('back'));
           }
           if (owner !== shardIx && !asking) {
             this.redirects++;
             this.learned[gateway]!.add(slot);
-            return visit(owner, false, done + this.hop());
+            return visit(owner, false, done + this.hop('back'));
           }
           // A reply the failing primary had not sent when it died is never sent.
           if (f && !f.clientPause && shardIx === f.shard && start < f.atMs && done >= f.atMs) {
             return fail();
           }
           const value = run(start);
-          const replyAt = done + this.hop();
+          const replyAt = done + this.hop('back');
           if (replyAt > deadline) return fail();
           this.clock.at(replyAt, () => resolve(value));
         });

@@ -6,12 +6,14 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { configOverBound, insuredCap, windowOverBound } from '../../../src/bench/scale/bound.js';
-import { relativeDiffPct } from '../../../src/bench/scale/compare.js';
+import { compareRuns, relativeDiffPct } from '../../../src/bench/scale/compare.js';
 import { VirtualClock } from '../../../src/bench/scale/clock.js';
 import { DEFAULT_SCALE } from '../../../src/bench/scale/config.js';
 import type { ScaleConfig } from '../../../src/bench/scale/config.js';
 import { CountHistogram, overOf, underOf } from '../../../src/bench/scale/figures.js';
 import { AdmissionLedger } from '../../../src/bench/scale/ledger.js';
+import { LOOPBACK_HOP, legMs } from '../../../src/bench/scale/latency.js';
+import type { RealScaleResult } from '../../../src/bench/scale/real-run.js';
 import { crc16, keySlot } from '../../../src/bench/scale/slots.js';
 import { simulateScale } from '../../../src/bench/scale/simulation.js';
 import {
@@ -100,6 +102,23 @@ describe('scale simulation', { timeout: 120_000 }, () => {
     } finally {
       proto.lapse = lapse;
     }
+  });
+
+  it('takes its round trips from the ones probed on a real host, when given', async () => {
+    // Every probed round trip 3 ms: each decision leases off that asks Valkey takes 3 ms and
+    // the service time (a few µs, to the time step); the model's own hops would give ~0.15.
+    const cfg = { ...SMALL, durationSec: 1, leases: false, hop: 'loopback' as const };
+    const probed = await simulateScale({ ...cfg, measuredRoundTripsMs: [3, 3, 3] });
+    assert.ok(probed.latencyMs.p50 >= 3 && probed.latencyMs.p50 <= 3.1, `${probed.latencyMs.p50}`);
+    const own = await simulateScale(cfg);
+    assert.ok(own.latencyMs.p50 < 0.5, `${own.latencyMs.p50}`);
+    // One leg draws a whole round trip, the other is free.
+    const h = { ...LOOPBACK_HOP, roundTripsMs: [1, 2, 4] };
+    assert.deepEqual(
+      [0, 0.4, 0.99].map((u) => legMs(h, 'out', u, 0.5, 0.5)),
+      [1, 2, 4],
+    );
+    assert.equal(legMs(h, 'back', 0.7, 0.5, 0.5), 0);
   });
 
   it('is deterministic: one configuration and seed, one result', async () => {
@@ -213,5 +232,22 @@ describe('scale maths', () => {
     assert.equal(relativeDiffPct(0, 0), 0);
     assert.equal(relativeDiffPct(110, 100), 10);
     assert.equal(relativeDiffPct(1, 0), Infinity);
+  });
+
+  it('holds latencies to 10%, or to the time step the simulation resolves', async () => {
+    const sim = await simulateScale({ ...SMALL, durationSec: 0.2 });
+    // Simulated p50 0 and p99 1 ms, against real ones.
+    const latency = (p50: number, p99: number) =>
+      compareRuns({ ...sim, latencyMs: { p50: 0, p99: 1, p999: 0, max: 0 } }, {
+        ...sim,
+        commandsPerSecPerShard: sim.valkey.perShard.map((c) => c / sim.config.durationSec),
+        latencyMs: { p50, p99, p999: 0, max: 0 },
+      } as unknown as RealScaleResult)
+        .filter((p) => p.figure.startsWith('decision'))
+        .map((p) => p.within10);
+    // 0.04 ms against 0: within the step (0.05 ms); 0.07 is not. 1.1 is within 10% of 1.
+    assert.deepEqual(latency(0.04, 1.1), [true, true]);
+    assert.deepEqual(latency(0.07, 1.1), [false, true]);
+    assert.deepEqual(latency(0, 1.2), [true, false]);
   });
 });
