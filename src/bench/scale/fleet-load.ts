@@ -74,6 +74,10 @@ export function startFleetLoad(
     hotAdmittedAtMs: [],
   };
   const latencies: number[] = [];
+  // Each address sends the pool's events in turn: an honest client never sends again an
+  // event it was refused (the gateway holds such early retries, limits.earlyRetries), so an
+  // address repeats an event only past the pool's size (no address of a default run does).
+  const sentBy = new Map<string, number>();
   let open = 0;
   let hotTurn = 0;
   const t0 = performance.now();
@@ -87,7 +91,7 @@ export function startFleetLoad(
     }
   };
 
-  const send = (i: number, intended: number) => {
+  const send = (intended: number) => {
     tally.offered++;
     let gateway: number;
     let address: string;
@@ -105,7 +109,9 @@ export function startFleetLoad(
     }
     inFlight[gateway]!++;
     open++;
-    post(gateway, address, bodies[i % bodies.length]!, intended, false);
+    const nth = sentBy.get(address) ?? 0;
+    sentBy.set(address, nth + 1);
+    post(gateway, address, bodies[nth % bodies.length]!, intended, false);
   };
 
   const post = (
@@ -170,7 +176,7 @@ export function startFleetLoad(
       const elapsed = now - t0;
       const dueUntil = Math.min(elapsed, windowMs);
       while (next * intervalMs <= dueUntil) {
-        send(next, t0 + next * intervalMs);
+        send(t0 + next * intervalMs);
         next++;
       }
       if (elapsed < windowMs) return;

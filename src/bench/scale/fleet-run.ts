@@ -52,7 +52,8 @@ import { startSubscribers } from './fleet-subscribers.js';
 const HOST = '127.0.0.1';
 const SCRAPE_MS = 250;
 const KEEPALIVE_REPORT_MS = 250;
-const POOL_SIZE = 200;
+/** More events than the busiest address sends in a default run (the hot key: 1,800). */
+const POOL_SIZE = 2000;
 /** Gateways started at once (each costs about a second of CPU to start). */
 const START_PARALLEL = 3;
 /** The bound assumes a failover loses at most this stretch of writes (as the simulation). */
