@@ -65,7 +65,7 @@ export function registerBenchRun(bench: Command): void {
     )
     .requiredOption(
       '--implementation <name>',
-      'valkey-glide | iovalkey | ioredis (each optionally +lease) | quotas-off | fastify-rate-limit, ' +
+      'valkey-glide | iovalkey | ioredis (each optionally +lease) | quotas-off | fastify-rate-limit | ws-floor, ' +
         'optionally :cluster; ' +
         'or relay-alone (the load straight to the relay, no gateway: Nostr only)',
     )
@@ -212,6 +212,9 @@ export function registerBenchRun(bench: Command): void {
           `relay-alone measures the Nostr relay by itself: use --workload nostr, not ${named}`,
         );
       }
+      if (target.implementation === 'ws-floor' && workload !== 'nostr') {
+        throw new Error(`ws-floor proxies WebSocket only: use a Nostr workload, not ${named}`);
+      }
       if (flags.nostrIdentity && spec.nostrIdentity && named !== 'nostr') {
         throw new Error(`--workload ${named} already names whom the gateway charges`);
       }
@@ -270,7 +273,9 @@ export function registerBenchRun(bench: Command): void {
         // The relay alone and the peer run no sluice gateway: --workers (run-all.sh gives it to
         // every run) is not theirs, and their names and baselines stay those of one process.
         workers:
-          target.implementation === 'relay-alone' || target.implementation === 'fastify-rate-limit'
+          target.implementation === 'relay-alone' ||
+          target.implementation === 'fastify-rate-limit' ||
+          target.implementation === 'ws-floor'
             ? 1
             : flags.workers,
         cpus: flags.cpus ?? null,

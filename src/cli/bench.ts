@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { registerBenchRun, registerRelayInstall } from './bench-run.js';
 import { registerPeer } from './bench-peer.js';
+import { registerWsFloor } from './bench-ws-floor.js';
 import { registerBenchPlan } from './bench-plan.js';
 import { registerBenchVerify } from './bench-verify.js';
 import { registerClientsBench } from './bench-clients.js';
@@ -23,6 +24,7 @@ export function registerBench(program: Command): void {
   registerBenchPlan(bench);
   registerRelayInstall(bench);
   registerPeer(bench);
+  registerWsFloor(bench);
   registerBenchVerify(bench);
   registerClientsBench(bench);
   registerRangesBench(bench);

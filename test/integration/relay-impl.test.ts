@@ -169,6 +169,43 @@ describe('relay-alone with the reference relay', { timeout: 180_000 }, () => {
   );
 });
 
+describe('ws-floor: a bare ws proxy before the reference relay', { timeout: 180_000 }, () => {
+  let relay: RelayProcess;
+  before(async () => {
+    relay = await startRelay({ nodeId: 'ws-floor' });
+  });
+  after(async () => {
+    await relay.stop();
+  });
+
+  it(
+    "passes every EVENT and OK on, its own CPU and the relay's sampled",
+    { skip: VALKEY ? false : 'SLUICE_TEST_STANDALONE is not set' },
+    async () => {
+      const cfg = nostrConfig({ implementation: 'ws-floor' });
+      const before = await relayStats(relay.url);
+      const lines: string[] = [];
+      const r = await runOnce(
+        cfg,
+        { valkey: parseNodeAddress(VALKEY!), relayUrl: relay.url },
+        (l) => lines.push(l),
+      );
+      assert.equal(r.status, 'ok', `${r.failureReasons.join('; ')}\n${lines.join('\n')}`);
+      const c = r.counts!;
+      assert.ok(c.requests > 0, JSON.stringify(c));
+      assert.equal(c.ok2xx, c.requests);
+      const after = await relayStats(relay.url);
+      assert.equal(after.eventsStored - before.eventsStored, c.ok2xx);
+      const roles = r.processes.map((p) => p.role);
+      assert.ok(roles.includes('peer') && roles.includes('relay'), JSON.stringify(roles));
+      const floor = r.processes.find((p) => p.role === 'peer')!;
+      assert.ok((floor.cpuMsPerRequest ?? 0) > 0, JSON.stringify(floor));
+      assert.equal(r.gatewayWorkers, null);
+      assert.equal(runFileName(cfg), 'ws-floor_standalone_nostr_4c_2s_run1.json');
+    },
+  );
+});
+
 describe('nostr-rs-relay: its config', { timeout: 10_000 }, () => {
   it('binds loopback and sets no rate limit', () => {
     const toml = nostrRsRelayConfig(4242, '/tmp/x');

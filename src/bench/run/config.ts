@@ -13,6 +13,9 @@ export const BASELINES = [
   'fastify-rate-limit',
   // The load straight to the relay: no front end, no Valkey client (the Nostr baseline).
   'relay-alone',
+  // A bare Node ws proxy before the relay, passing every message on (bench/ws-floor.ts):
+  // what any per-connection Node proxy costs, the floor under the gateway's quotas off.
+  'ws-floor',
 ] as const;
 export type Baseline = (typeof BASELINES)[number];
 
@@ -331,8 +334,8 @@ export function parseTarget(text: string): { implementation: Implementation; mod
       `unknown implementation "${text}": expected one of ${IMPLEMENTATIONS.join(', ')}, optionally with :cluster`,
     );
   }
-  if (impl === 'relay-alone' && text.includes(':')) {
-    throw new Error('relay-alone has no Valkey topology: give it without :standalone or :cluster');
+  if ((impl === 'relay-alone' || impl === 'ws-floor') && text.includes(':')) {
+    throw new Error(`${impl} has no Valkey topology: give it without :standalone or :cluster`);
   }
   if (mode !== 'standalone' && mode !== 'cluster') {
     throw new Error(`unknown topology "${mode}" in "${text}": expected standalone or cluster`);
@@ -342,7 +345,7 @@ export function parseTarget(text: string): { implementation: Implementation; mod
 
 /** The Valkey client each implementation uses. */
 export function clientOf(impl: Implementation): ClientKind | null {
-  if (impl === 'quotas-off' || impl === 'relay-alone') return null;
+  if (impl === 'quotas-off' || impl === 'relay-alone' || impl === 'ws-floor') return null;
   if (impl === 'fastify-rate-limit') return 'ioredis';
   return impl.replace(/\+lease$/, '') as ClientKind;
 }

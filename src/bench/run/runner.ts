@@ -151,6 +151,12 @@ async function startFrontEnd(
   settings: Record<string, unknown>;
   adminUrl?: string;
 }> {
+  if (cfg.implementation === 'ws-floor') {
+    const proc = await spawnSluice(['bench', 'ws-floor', '--port', '0', '--upstream', relayUrl], {
+      cpus: cfg.cpus,
+    });
+    return { proc, role: 'peer', settings: {} };
+  }
   if (cfg.implementation === 'fastify-rate-limit') {
     const proc = await spawnSluice(
       [
@@ -470,7 +476,11 @@ function affinityOf(watched: WatchedProcess[]): NonNullable<RunResult['affinity'
 
 /** Gateway processes that served the load: its workers (1 without any); null: no gateway. */
 function gatewayWorkers(cfg: RunConfig, measured: Measured): number | null {
-  if (cfg.implementation === 'relay-alone' || cfg.implementation === 'fastify-rate-limit') {
+  if (
+    cfg.implementation === 'relay-alone' ||
+    cfg.implementation === 'fastify-rate-limit' ||
+    cfg.implementation === 'ws-floor'
+  ) {
     return null;
   }
   const workers = measured.processes.filter((p) => p.name.startsWith('gateway worker ')).length;
