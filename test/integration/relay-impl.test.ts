@@ -123,7 +123,7 @@ describe('fresh events', { timeout: 120_000 }, () => {
   });
 });
 
-describe('relay-alone with the reference relay', { timeout: 180_000 }, () => {
+describe('relay-alone and ws-floor with the reference relay', { timeout: 180_000 }, () => {
   let relay: RelayProcess;
   before(async () => {
     relay = await startRelay({ nodeId: 'relay-alone' });
@@ -167,16 +167,6 @@ describe('relay-alone with the reference relay', { timeout: 180_000 }, () => {
       assert.equal(runFileName(cfg), 'relay-alone_standalone_nostr_4c_2s_run1.json');
     },
   );
-});
-
-describe('ws-floor: a bare ws proxy before the reference relay', { timeout: 180_000 }, () => {
-  let relay: RelayProcess;
-  before(async () => {
-    relay = await startRelay({ nodeId: 'ws-floor' });
-  });
-  after(async () => {
-    await relay.stop();
-  });
 
   it(
     "passes every EVENT and OK on, its own CPU and the relay's sampled",
