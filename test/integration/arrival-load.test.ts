@@ -31,7 +31,7 @@ const load = (url: string, rate: number, connections: number, durationSec: numbe
     rate,
     connections,
     durationSec,
-    bodies: ['{"n":1}'],
+    bodyFor: () => '{"n":1}',
     headersFor: () => ({}),
   });
 

@@ -6,6 +6,7 @@
  */
 import http from 'node:http';
 import { percentiles } from '../ws-load.js';
+import { clientOfHeaders } from './client-bodies.js';
 import type { HttpLoadOptions, LoadResult } from './http-load.js';
 
 /** The closed loop's options, `connections` bounding the requests in flight, and a rate. */
@@ -46,14 +47,15 @@ export async function runArrivalLoad(opts: ArrivalLoadOptions): Promise<ArrivalL
   const t0 = performance.now();
   const windowEnd = t0 + windowMs;
 
-  const send = (i: number, intended: number) => {
+  const send = (intended: number) => {
     inFlight++;
+    const headers = opts.headersFor();
     const req = http.request(
       target,
       {
         method: 'POST',
         agent,
-        headers: { 'content-type': 'application/json', ...opts.headersFor() },
+        headers: { 'content-type': 'application/json', ...headers },
         timeout: REQUEST_TIMEOUT_MS,
       },
       (res) => {
@@ -74,7 +76,7 @@ export async function runArrivalLoad(opts: ArrivalLoadOptions): Promise<ArrivalL
       else errors++;
       pump();
     });
-    req.end(opts.bodies[i % opts.bodies.length]);
+    req.end(opts.bodyFor(clientOfHeaders(headers)));
   };
 
   // Send every request that is due, while a slot is free; the rest wait for a slot.
@@ -84,7 +86,8 @@ export async function runArrivalLoad(opts: ArrivalLoadOptions): Promise<ArrivalL
       const intended = t0 + next * intervalMs;
       if (intended > now || intended >= windowEnd) return;
       if (now - intended > 1) late++;
-      send(next++, intended);
+      next++;
+      send(intended);
     }
   };
 

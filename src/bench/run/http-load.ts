@@ -1,5 +1,6 @@
 /** Closed-loop HTTP load with autocannon: each connection sends its next write on the answer. */
 import autocannon from 'autocannon';
+import { clientOfHeaders } from './client-bodies.js';
 
 export interface LoadCounts {
   requests: number;
@@ -22,14 +23,14 @@ export interface HttpLoadOptions {
   url: string;
   connections: number;
   durationSec: number;
-  bodies: string[];
+  /** The body of the next request of a client (client-bodies.ts). */
+  bodyFor: (client: string) => string;
   /** Headers naming the client of the next request (X-Forwarded-For, X-API-Key). */
   headersFor: () => Record<string, string>;
   onTick?: (elapsedSec: number) => void;
 }
 
 export async function runHttpLoad(opts: HttpLoadOptions): Promise<LoadResult> {
-  let n = 0;
   const started = performance.now();
   const ticker = opts.onTick
     ? setInterval(() => opts.onTick!((performance.now() - started) / 1000), 500)
@@ -44,11 +45,14 @@ export async function runHttpLoad(opts: HttpLoadOptions): Promise<LoadResult> {
         {
           method: 'POST',
           path: '/events',
-          setupRequest: (req) => ({
-            ...req,
-            headers: { 'content-type': 'application/json', ...opts.headersFor() },
-            body: opts.bodies[n++ % opts.bodies.length]!,
-          }),
+          setupRequest: (req) => {
+            const headers = opts.headersFor();
+            return {
+              ...req,
+              headers: { 'content-type': 'application/json', ...headers },
+              body: opts.bodyFor(clientOfHeaders(headers)),
+            };
+          },
         },
       ],
     });

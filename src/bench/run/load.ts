@@ -25,8 +25,10 @@ export interface Load {
 export interface LoadTarget {
   /** The gateway's, the peer's or the relay's http:// URL. */
   url: string;
-  /** Request bodies (HTTP) or EVENT frames (Nostr) sent in turn. */
+  /** EVENT frames (Nostr) sent in turn, the pool of request bodies (HTTP). */
   pool: string[];
+  /** HTTP: a client's next body from the pool (client-bodies.ts), one turn per run. */
+  bodyFor: (client: string) => string;
   /** The fresh events, signed ahead, when the run uses them (read at each run). */
   fresh: () => FreshEvents | undefined;
   /** Headers naming the client of the next request or connection. */
@@ -95,8 +97,8 @@ class HttpLoad implements Load {
   ) {}
 
   run(seconds: number, onTick?: (elapsedSec: number) => void): Promise<LoadResult> {
-    const { url, pool: bodies, headersFor } = this.target;
-    const common = { url, connections: this.cfg.connections, durationSec: seconds, bodies };
+    const { url, bodyFor, headersFor } = this.target;
+    const common = { url, connections: this.cfg.connections, durationSec: seconds, bodyFor };
     return this.cfg.rate
       ? runArrivalLoad({ ...common, rate: this.cfg.rate, headersFor, onTick })
       : runHttpLoad({ ...common, headersFor, onTick });

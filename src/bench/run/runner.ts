@@ -13,6 +13,7 @@ import { AT_LIMIT, AT_LIMIT_SENDER_KEY, leases, workloadOf, workloadSpec } from 
 import { admittedPastLimit, pastLimitFailures } from './admitted-past-limit.js';
 import type { RunConfig } from './config.js';
 import { fetchLeaseAccounting } from './lease-accounting.js';
+import { clientBodies } from './client-bodies.js';
 import { eventPool, preload } from './event-pool.js';
 import { BENCH_ADMIN_TOKEN, BENCH_VALKEY_TIMEOUTS, benchGatewayConfig } from './gateway-config.js';
 import type { ArrivalLoadResult } from './arrival-load.js';
@@ -50,19 +51,24 @@ function addressOf(cfg: RunConfig): (i: number) => string {
 }
 
 /** One write from each flooder, so all of them start the run over their limit. */
-async function exhaustFlooders(url: string, cfg: RunConfig, body: string): Promise<void> {
+async function exhaustFlooders(
+  url: string,
+  cfg: RunConfig,
+  bodyFor: (client: string) => string,
+): Promise<void> {
   const flooders = Math.floor((cfg.floodShare ?? 0) * cfg.keys);
   let next = 0;
   const worker = async () => {
     while (next < flooders) {
       const i = next++;
+      const address = addressOf(cfg)(i);
       const res = await fetch(`${url}/events`, {
         method: 'POST',
-        body,
+        body: bodyFor(address),
         headers: {
           'content-type': 'application/json',
           'x-api-key': apiKeyOf(i),
-          'x-forwarded-for': addressOf(cfg)(i),
+          'x-forwarded-for': address,
         },
       });
       await res.arrayBuffer();
@@ -318,13 +324,15 @@ export async function runOnce(
     if (cfg.loadCpus?.length) pinPid(process.pid, cfg.loadCpus);
     const system = await startProcesses(cfg, targets, workDir, pool, started, log, phase);
     clientSettings = system.front?.settings ?? null;
+    const bodyFor = clientBodies(pool);
     const load = loadFor(cfg, {
       url: system.targetUrl,
       pool,
+      bodyFor,
       fresh: () => budget?.events,
       headersFor: clientHeaders(cfg),
     });
-    await warmUp(cfg, system, load, budget, pool);
+    await warmUp(cfg, system, load, budget, bodyFor);
     phase('measuring');
     const measured = await measure(cfg, system, load);
     phase('measured');
@@ -420,9 +428,10 @@ async function warmUp(
   system: SystemUnderTest,
   load: Load,
   budget: FreshBudget | undefined,
-  pool: string[],
+  bodyFor: (client: string) => string,
 ): Promise<void> {
-  if (cfg.workload === 'flood') await exhaustFlooders(system.targetUrl, cfg, pool[0]!);
+  // The flooders' first write comes from the run's turn of bodies: the load goes on from it.
+  if (cfg.workload === 'flood') await exhaustFlooders(system.targetUrl, cfg, bodyFor);
   if (cfg.warmupSec === 0) return;
   const bar = progressBar(`${runLabel(cfg)} warm-up`, cfg.warmupSec);
   const warm = await load.run(cfg.warmupSec, (s) => bar.update(s));

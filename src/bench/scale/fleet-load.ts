@@ -5,6 +5,7 @@
  * through every gateway in turn. Tallies every answer: what each client was admitted, and
  * anything that was neither admitted nor a rate limit.
  */
+import { clientBodies } from '../run/client-bodies.js';
 import http from 'node:http';
 import { seededRandom } from '../../util/random.js';
 import { HOT_ADDRESS, identityAddress } from './fleet-config.js';
@@ -74,10 +75,8 @@ export function startFleetLoad(
     hotAdmittedAtMs: [],
   };
   const latencies: number[] = [];
-  // Each address sends the pool's events in turn: an honest client never sends again an
-  // event it was refused (the gateway holds such early retries, limits.earlyRetries), so an
-  // address repeats an event only past the pool's size (no address of a default run does).
-  const sentBy = new Map<string, number>();
+  // No address of a default run sends more events than the pool holds (see clientBodies).
+  const bodyFor = clientBodies(bodies);
   let open = 0;
   let hotTurn = 0;
   const t0 = performance.now();
@@ -109,9 +108,7 @@ export function startFleetLoad(
     }
     inFlight[gateway]!++;
     open++;
-    const nth = sentBy.get(address) ?? 0;
-    sentBy.set(address, nth + 1);
-    post(gateway, address, bodies[nth % bodies.length]!, intended, false);
+    post(gateway, address, bodyFor(address), intended, false);
   };
 
   const post = (
