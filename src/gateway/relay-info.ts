@@ -6,7 +6,7 @@
  * merged with the gateway's own limits.
  */
 import type { IncomingHttpHeaders } from 'node:http';
-import { LRUCache } from 'lru-cache';
+import { Lru } from '../util/lru.js';
 import type { Dispatcher } from 'undici';
 import type { Problem } from '../quota/responses.js';
 import type { GatewayContext } from './context.js';
@@ -72,7 +72,7 @@ const GONE: Fetched = { ok: false, gone: true, reason: 'the client went away' };
  * asks and leaves costs the relay a request cut short, not one served.
  */
 export class RelayInfoSource {
-  private readonly cache = new LRUCache<string, Shared>({
+  private readonly cache = new Lru<string, Shared>({
     max: CACHE_ENTRIES,
     ttl: RELAY_INFO_CACHE_MS,
   });

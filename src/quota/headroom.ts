@@ -5,7 +5,7 @@
  * write at a time): never whether to admit, which stays the counter's decision. Pure and
  * bounded.
  */
-import { LRUCache } from 'lru-cache';
+import { Lru } from '../util/lru.js';
 import type { ClientKey } from '../store/index.js';
 
 /** The share of a limit kept as margin: within it of the limit, events are judged exactly. */
@@ -42,14 +42,14 @@ export function headroomMargin(limit: number): number {
 }
 
 export class Headroom {
-  private readonly known: LRUCache<ClientKey, Known>;
+  private readonly known: Lru<ClientKey, Known>;
   private readonly reserved: Reserved = new Map();
 
   constructor(
     max: number,
     private readonly now: () => number = Date.now,
   ) {
-    this.known = new LRUCache<ClientKey, Known>({ max });
+    this.known = new Lru<ClientKey, Known>({ max });
   }
 
   /**

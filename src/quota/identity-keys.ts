@@ -1,4 +1,4 @@
-import { LRUCache } from 'lru-cache';
+import { Lru } from '../util/lru.js';
 import { DEFAULT_MAX_TRACKED_CLIENTS } from '../config/schema.js';
 import { clientKey } from '../store/keys.js';
 import type { ClientKey } from '../store/keys.js';
@@ -9,11 +9,11 @@ import type { ClientKey } from '../store/keys.js';
  * under one salt: a different salt empties it, so no key made with another salt is returned.
  */
 export class IdentityKeys {
-  private readonly keys: LRUCache<string, ClientKey>;
+  private readonly keys: Lru<string, ClientKey>;
   private salt: string | undefined;
 
   constructor(readonly max: number) {
-    this.keys = new LRUCache<string, ClientKey>({ max });
+    this.keys = new Lru<string, ClientKey>({ max });
   }
 
   /** clientKey(value, salt), from the cache when it holds it. */

@@ -1,4 +1,4 @@
-import { LRUCache } from 'lru-cache';
+import { Lru } from '../util/lru.js';
 import type { Lease, LeaseStore } from '../store/index.js';
 import type { Maybe } from '../util/maybe.js';
 import { idleAfter, leaseDivisor, leaseForRate, nextLeaseSize } from './limits.js';
@@ -103,7 +103,7 @@ const MIN_SLACK_MS = 50;
  * stops.
  */
 export class LeaseBook {
-  private readonly entries: LRUCache<string, Entry>;
+  private readonly entries: Lru<string, Entry>;
   private readonly now: () => number;
   private readonly divisor: number;
   private readonly onPoints: (event: LeaseEvent, points: number) => void;
@@ -123,7 +123,7 @@ export class LeaseBook {
     this.now = opts.now ?? Date.now;
     this.divisor = leaseDivisor(opts.holders);
     this.onPoints = opts.onPoints ?? (() => undefined);
-    this.entries = new LRUCache<string, Entry>({
+    this.entries = new Lru<string, Entry>({
       max: opts.maxKeys,
       dispose: (entry, key, reason) => {
         if (reason === 'evict') void this.handBack(key, entry);

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { LRUCache } from 'lru-cache';
+import { Lru } from '../util/lru.js';
 import { DEFAULT_MAX_TRACKED_CLIENTS } from '../config/schema.js';
 import type {
   GatewayConfig,
@@ -60,7 +60,7 @@ interface PolicyState {
   /** Each range's write limit by its tier name ("range:ipv6/56"). */
   readonly rangeLimits: ReadonlyMap<string, Limit>;
   /** The range identities of clients seen lately (rangeIdentities), made under one salt. */
-  readonly rangeIds: { salt: string; byClient: LRUCache<string, Identity[]> };
+  readonly rangeIds: { salt: string; byClient: Lru<string, Identity[]> };
 }
 
 /** A set of pubkeys (lowercase hex) given one tier. */
@@ -86,7 +86,7 @@ function stateOf(
     trusted,
     ranges,
     rangeLimits: new Map(ranges.map((r) => [r.tier, r.write])),
-    rangeIds: { salt: '', byClient: new LRUCache({ max: maxTrackedClients }) },
+    rangeIds: { salt: '', byClient: new Lru({ max: maxTrackedClients }) },
   };
 }
 
@@ -138,7 +138,7 @@ export class Policy {
    */
   boundTrackedClients(max: number): void {
     if (this.state.rangeIds.byClient.max === max) return;
-    this.change({ rangeIds: { salt: '', byClient: new LRUCache({ max }) } });
+    this.change({ rangeIds: { salt: '', byClient: new Lru({ max }) } });
   }
 
   /** Clients whose range identities are held now (at most limits.maxTrackedClients). */

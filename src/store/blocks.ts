@@ -1,4 +1,4 @@
-import { LRUCache } from 'lru-cache';
+import { Lru } from '../util/lru.js';
 import type { ClientKey } from './keys.js';
 
 interface Block {
@@ -19,13 +19,13 @@ interface Block {
  * block records what was consumed, and each limiter compares it to its own limit.
  */
 export class InMemoryBlocks {
-  private readonly blocks: LRUCache<ClientKey, Block>;
+  private readonly blocks: Lru<ClientKey, Block>;
 
   constructor(
     readonly max: number,
     private readonly now: () => number = Date.now,
   ) {
-    this.blocks = new LRUCache<ClientKey, Block>({ max });
+    this.blocks = new Lru<ClientKey, Block>({ max });
   }
 
   /** Milliseconds the key stays refused under a limit of `points`; 0 when not blocked. */

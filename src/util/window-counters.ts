@@ -1,4 +1,4 @@
-import { LRUCache } from 'lru-cache';
+import { Lru } from './lru.js';
 
 interface Window {
   consumed: number;
@@ -19,13 +19,13 @@ export interface WindowCount {
  * is replaced when its key comes back, or evicted in its turn.
  */
 export class WindowCounters<K extends string = string> {
-  private readonly windows: LRUCache<K, Window>;
+  private readonly windows: Lru<K, Window>;
 
   constructor(
     readonly max: number,
     private readonly now: () => number = Date.now,
   ) {
-    this.windows = new LRUCache<K, Window>({ max });
+    this.windows = new Lru<K, Window>({ max });
   }
 
   /** Add `points` to the key's window (one of `windowMs` from now if none is running). */

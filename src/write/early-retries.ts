@@ -5,7 +5,7 @@
  * honest client had sent before its first refusal arrived is judged as ever; only the same
  * event again, before its time, is early. Memory only, bounded (an LRU of refused writes).
  */
-import { LRUCache } from 'lru-cache';
+import { Lru } from '../util/lru.js';
 import type { QuotaDecision } from '../quota/decider.js';
 import { WindowCounters } from '../util/window-counters.js';
 
@@ -38,14 +38,14 @@ export interface EarlyRetry {
 }
 
 export class EarlyRetries {
-  private readonly due: LRUCache<string, Due>;
+  private readonly due: Lru<string, Due>;
   private readonly perAddress: WindowCounters;
 
   constructor(
     max: number,
     private readonly now: () => number,
   ) {
-    this.due = new LRUCache<string, Due>({ max });
+    this.due = new Lru<string, Due>({ max });
     this.perAddress = new WindowCounters(max, now);
   }
 

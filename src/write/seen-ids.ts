@@ -2,7 +2,7 @@
  * Event ids a relay accepted, for as long as their author's window (a replay within it meets
  * the claim): in this process's memory, and shared through Valkey for ids the gateway verified.
  */
-import { LRUCache } from 'lru-cache';
+import { Lru } from '../util/lru.js';
 import type { Event } from 'nostr-tools/pure';
 import type { KeyValue } from '../store/index.js';
 import { StoreError } from '../store/index.js';
@@ -42,20 +42,20 @@ function copyOf(event: Copy): string {
 const AWAITED_MAX_MS = 30_000;
 
 export class SeenIds {
-  private readonly accepted: LRUCache<string, true>;
+  private readonly accepted: Lru<string, true>;
   /**
    * Events (id and signature) in their checks or forwarded through this process, the relay's
    * answer awaited, with how many writes await each: a copy sent meanwhile (a replay from another connection) is answered without
    * charging its author again, so replays sent at once hold at most one charge a process.
    */
-  private readonly awaited: LRUCache<string, number>;
+  private readonly awaited: Lru<string, number>;
 
   constructor(
     max: number,
     private readonly store: SeenStore,
   ) {
-    this.accepted = new LRUCache<string, true>({ max, ttlAutopurge: false });
-    this.awaited = new LRUCache<string, number>({ max, ttl: AWAITED_MAX_MS, ttlAutopurge: false });
+    this.accepted = new Lru<string, true>({ max, ttlAutopurge: false });
+    this.awaited = new Lru<string, number>({ max, ttl: AWAITED_MAX_MS, ttlAutopurge: false });
   }
 
   /** A write of this event is in its checks or forwarded: awaited until `settled`. */
