@@ -23,6 +23,7 @@ interface RunFlags {
   inMemoryBlock: boolean;
   ranges?: boolean;
   ipv6Clients?: boolean;
+  maxTrackedClients?: number;
   workIterations: number;
   seed: number;
   valkey: string;
@@ -110,6 +111,12 @@ export function registerBenchRun(bench: Command): void {
     .option(
       '--ipv6-clients',
       'the clients are IPv6, a /64 each, 256 to a /56 (with --ranges: two ranges a write)',
+    )
+    .option(
+      '--max-tracked-clients <n>',
+      "the gateway's limits.maxTrackedClients (default: the gateway's own): what each " +
+        'per-client structure holds',
+      positiveInt,
     )
     .option(
       '--work-iterations <n>',
@@ -252,6 +259,7 @@ export function registerBenchRun(bench: Command): void {
         inMemoryBlock: flags.inMemoryBlock,
         ...(flags.ranges ? { ranges: true } : {}),
         ...(flags.ipv6Clients ? { ipv6Clients: true } : {}),
+        ...(flags.maxTrackedClients ? { maxTrackedClients: flags.maxTrackedClients } : {}),
         relayWorkIterations: flags.workIterations ?? spec.relayWorkIterations,
         law: spec.law ?? null,
         seed: flags.seed,

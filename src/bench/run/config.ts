@@ -275,6 +275,8 @@ export interface RunConfig {
   ranges?: boolean;
   /** The load's clients are IPv6 addresses, a /64 each (keys.ts clientAddressV6). Absent: IPv4. */
   ipv6Clients?: boolean;
+  /** limits.maxTrackedClients of the gateway; absent: its default. */
+  maxTrackedClients?: number;
   relayWorkIterations: number;
   law: Law | null;
   seed: number;

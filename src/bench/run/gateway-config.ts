@@ -46,7 +46,11 @@ export function benchGatewayConfig(
     // One gateway process unless the run asks for more (--workers).
     workers: cfg.workers ?? 1,
     // One load generator is one source address: its frame rate is what is being measured.
-    limits: { maxBodyBytes, framesPerSecPerAddress: 1_000_000 },
+    limits: {
+      maxBodyBytes,
+      framesPerSecPerAddress: 1_000_000,
+      ...(cfg.maxTrackedClients ? { maxTrackedClients: cfg.maxTrackedClients } : {}),
+    },
     ...(spec.nostrVerify ? { nostr: { verify: spec.nostrVerify } } : {}),
     // Nostr: the sender's address, then the verified author (with the seen-ids check that
     // answers a replay itself), as the default configuration does.

@@ -43,6 +43,7 @@ const RunConfigSchema = z.strictObject({
   inMemoryBlock: z.boolean(),
   ranges: z.boolean().optional(),
   ipv6Clients: z.boolean().optional(),
+  maxTrackedClients: count.optional(),
   relayWorkIterations: count,
   law: z.enum(ARMS).nullable(),
   seed: z.number().int(),
