@@ -10,8 +10,9 @@ import { LRUCache } from 'lru-cache';
  * each time. `pop()` removes the least recently used entry without the refill, and with one
  * entry left that entry is the one to delete. Every cache of the gateway is made here
  * (test/unit/util/lru.test.ts holds the inventory). A `get()` that meets a stale last entry
- * still clears (lru-cache deletes it through its private delete): only the awaited writes
- * have a TTL that lapses in use, and only for a write unanswered for 30 s.
+ * still clears (lru-cache deletes it through its private delete): of the caches read with
+ * get() under a TTL, the awaited writes meet one only for a write unanswered for 30 s, and
+ * the relay information documents' cache is a few entries long.
  */
 export class Lru<K extends NonNullable<unknown>, V extends NonNullable<unknown>> extends LRUCache<K, V> {
   private readonly deleting: { key: K | undefined };
