@@ -14,7 +14,10 @@ import { LRUCache } from 'lru-cache';
  * get() under a TTL, the awaited writes meet one only for a write unanswered for 30 s, and
  * the relay information documents' cache is a few entries long.
  */
-export class Lru<K extends NonNullable<unknown>, V extends NonNullable<unknown>> extends LRUCache<K, V> {
+export class Lru<K extends NonNullable<unknown>, V extends NonNullable<unknown>> extends LRUCache<
+  K,
+  V
+> {
   private readonly deleting: { key: K | undefined };
 
   constructor(options: LRUCache.Options<K, V, unknown>) {

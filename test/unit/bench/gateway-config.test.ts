@@ -7,10 +7,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { RunConfig } from '../../../src/bench/run/config.js';
 import { benchGatewayConfig } from '../../../src/bench/run/gateway-config.js';
-import {
-  DEFAULT_MAX_TRACKED_CLIENTS,
-  GatewayConfigSchema,
-} from '../../../src/config/schema.js';
+import { DEFAULT_MAX_TRACKED_CLIENTS, GatewayConfigSchema } from '../../../src/config/schema.js';
 
 function runConfig(extra: Partial<RunConfig> = {}): RunConfig {
   return {
@@ -44,7 +41,10 @@ const parsed = (cfg: RunConfig) =>
 
 describe('bench gateway configuration', { timeout: 10_000 }, () => {
   it('--max-tracked-clients sets limits.maxTrackedClients', () => {
-    assert.equal(parsed(runConfig({ maxTrackedClients: 1_000_000 })).limits.maxTrackedClients, 1_000_000);
+    assert.equal(
+      parsed(runConfig({ maxTrackedClients: 1_000_000 })).limits.maxTrackedClients,
+      1_000_000,
+    );
   });
 
   it("without it, the gateway's default holds", () => {
