@@ -4,8 +4,8 @@ import { LRUCache } from 'lru-cache';
  * lru-cache, whose `delete` of the last entry left costs O(1) here instead of O(max).
  *
  * lru-cache 11 answers the delete of its only entry with its whole `clear()`, which refills
- * every array it preallocated for `max` entries: 40 us at 10,000 and 4 ms at 1,000,000 (with
- * a TTL) on the 2-core test machine. A set that empties at each write on a quiet gateway (the
+ * every array it preallocated for `max` entries: 24-48 us at 10,000 and 3.6-9.2 ms at 1,000,000
+ * on the 2-core test machine (scripts/lru-delete-cost.mjs; the more with a TTL). A set that empties at each write on a quiet gateway (the
  * writes awaiting their relay's answer, a lone blocked client whose block ends) would pay that
  * each time. `pop()` removes the least recently used entry without the refill, and with one
  * entry left that entry is the one to delete. Every cache of the gateway is made here
