@@ -5,15 +5,19 @@
 // the relay's OK settled, over the real decider on the test suite's fake Valkey. For comparing
 // builds side by side: node scripts/bench-write-path.mjs [DIST] (default ./dist), alternating
 // two builds' dist folders in one session. Events are signed once into /tmp/sluice-write-path.json;
-// with --long-tail, every event by a key of its own (a public relay's authors, each unknown).
+// with --long-tail, every event by a key of its own (a public relay's authors, each unknown);
+// --quotas-off judges the frames with quotas off (what the quota path adds is the difference);
+// --events N signs N events (default 6000; the first 1000 warm up).
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { finalizeEvent, generateSecretKey } from 'nostr-tools/pure';
 
 const args = process.argv.slice(2);
 const longTail = args.includes('--long-tail');
-const root = resolve(args.find((a) => !a.startsWith('--')) ?? 'dist');
-const EVENTS = 6000;
+const quotasOff = args.includes('--quotas-off');
+const eventsAt = args.indexOf('--events');
+const EVENTS = eventsAt >= 0 ? Number(args[eventsAt + 1]) : 6000;
+const root = resolve(args.find((a, i) => !a.startsWith('--') && i !== eventsAt + 1) ?? 'dist');
 const WARM = 1000;
 const { admissionUnderTest } = await import(`${root}/test/helpers/fake-admission-context.js`);
 const { FakeValkey, manualClock } = await import(`${root}/test/helpers/fake-valkey.js`);
@@ -21,7 +25,7 @@ const { QuotaDecider } = await import(`${root}/src/quota/decider.js`);
 const { initSignatureVerifier } = await import(`${root}/src/nostr/frames.js`);
 await initSignatureVerifier();
 
-const file = `/tmp/sluice-write-path${longTail ? '-long-tail' : ''}.json`;
+const file = `/tmp/sluice-write-path${longTail ? '-long-tail' : ''}-${EVENTS}.json`;
 if (!existsSync(file)) {
   const keys = Array.from({ length: longTail ? EVENTS : 200 }, () => generateSecretKey());
   const now = Math.floor(Date.now() / 1000);
@@ -42,7 +46,10 @@ const under = admissionUnderTest(
   {
     identity: { order: ['pubkey', 'ip'] },
     nostr: { verify: 'auto' },
-    quotas: { tiers: { default: { write: { points: 1_000_000, windowSec: 60 } } } },
+    quotas: {
+      enabled: !quotasOff,
+      tiers: { default: { write: { points: 1_000_000, windowSec: 60 } } },
+    },
     limits: { framesPerSecPerAddress: 1e9 },
   },
   [],
@@ -74,5 +81,5 @@ const start = process.cpuUsage();
 await pass(frames.slice(WARM));
 const used = process.cpuUsage(start);
 console.log(
-  `${root}${longTail ? ' (long tail)' : ''}: ${((used.user + used.system) / (EVENTS - WARM)).toFixed(1)} µs CPU per EVENT`,
+  `${root}${longTail ? ' (long tail)' : ''}${quotasOff ? ' (quotas off)' : ''}: ${((used.user + used.system) / (EVENTS - WARM)).toFixed(1)} µs CPU per EVENT`,
 );
