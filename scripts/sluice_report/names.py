@@ -39,8 +39,10 @@ CLIENTS = (*VALKEY_CLIENTS, *LEASED)
 RELAY_ALONE = "relay-alone"
 # A bare Node ws proxy before the relay (Nostr): the floor under the gateway with quotas off.
 WS_FLOOR = "ws-floor"
+# The same with every client's EVENT over one shared relay connection.
+WS_FLOOR_POOLED = "ws-floor-pooled"
 # The report's order (baselines around the clients); every name is the schema's.
-IMPLEMENTATIONS = (RELAY_ALONE, WS_FLOOR, CEILING, *CLIENTS, PEER)
+IMPLEMENTATIONS = (RELAY_ALONE, WS_FLOOR, WS_FLOOR_POOLED, CEILING, *CLIENTS, PEER)
 if set(IMPLEMENTATIONS) != set(_enum(_CONFIG["implementation"])):
     raise ImportError("names.py does not cover the schema's implementations: update it")
 
@@ -76,6 +78,7 @@ _CLIENT_PAIRS = (("#1f77b4", "#aec7e8"), ("#2ca02c", "#98df8a"), ("#d62728", "#f
 IMPL_COLORS = {
     RELAY_ALONE: "#ff7f0e",
     WS_FLOOR: "#c7c7c7",
+    WS_FLOOR_POOLED: "#dddddd",
     CEILING: "#7f7f7f",
     **{c: plain for c, (plain, _) in zip(VALKEY_CLIENTS, _CLIENT_PAIRS)},
     **{f"{c}{LEASE_SUFFIX}": leased for c, (_, leased) in zip(VALKEY_CLIENTS, _CLIENT_PAIRS)},

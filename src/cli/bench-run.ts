@@ -2,7 +2,7 @@ import { Option } from 'commander';
 import type { Command } from 'commander';
 import { AT_LIMIT_AUTHORS, HEAVY_WORK_ITERATIONS, WORKLOADS } from '../bench/run/config.js';
 import type { NostrIdentity, RelayImpl, ThirdPartyImpl, Workload } from '../bench/run/config.js';
-import { NOSTR_IDENTITIES, THIRD_PARTY_IMPLS } from '../bench/run/config.js';
+import { NOSTR_IDENTITIES, THIRD_PARTY_IMPLS, isWsFloor } from '../bench/run/config.js';
 import { positiveInt, positiveNumber, relayImplOption, share } from './flags.js';
 import { checkPinning, parseCpuList } from '../harness/pinning.js';
 
@@ -219,8 +219,10 @@ export function registerBenchRun(bench: Command): void {
           `relay-alone measures the Nostr relay by itself: use --workload nostr, not ${named}`,
         );
       }
-      if (target.implementation === 'ws-floor' && workload !== 'nostr') {
-        throw new Error(`ws-floor proxies WebSocket only: use a Nostr workload, not ${named}`);
+      if (isWsFloor(target.implementation) && workload !== 'nostr') {
+        throw new Error(
+          `${target.implementation} proxies WebSocket only: use a Nostr workload, not ${named}`,
+        );
       }
       if (flags.nostrIdentity && spec.nostrIdentity && named !== 'nostr') {
         throw new Error(`--workload ${named} already names whom the gateway charges`);
@@ -283,7 +285,7 @@ export function registerBenchRun(bench: Command): void {
         workers:
           target.implementation === 'relay-alone' ||
           target.implementation === 'fastify-rate-limit' ||
-          target.implementation === 'ws-floor'
+          isWsFloor(target.implementation)
             ? 1
             : flags.workers,
         cpus: flags.cpus ?? null,

@@ -13,7 +13,8 @@ export function registerWsFloor(bench: Command): void {
     .option('--host <host>', 'address to listen on', '127.0.0.1')
     .option('--port <n>', 'port to listen on (0: a free one)', listenPort, 0)
     .requiredOption('--upstream <url>', "the relay's base URL")
-    .action(async (flags: { host: string; port: number; upstream: string }) => {
+    .option('--pooled', "every client's EVENT over one shared relay connection", false)
+    .action(async (flags: { host: string; port: number; upstream: string; pooled: boolean }) => {
       const { startWsFloor } = await import('../bench/ws-floor.js');
       const starting = startWsFloor(flags);
       stopOnSignals(10_000, async () => (await starting).close());

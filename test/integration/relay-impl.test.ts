@@ -17,10 +17,12 @@ import { signFreshEvents } from '../../src/bench/run/fresh-events.js';
 import { runOnce } from '../../src/bench/run/runner.js';
 import type { ThirdPartyRelay } from '../../src/bench/run/relay-process.js';
 import { nostrRsRelayConfig } from '../../src/bench/run/third-party-relay.js';
+import { startWsFloor } from '../../src/bench/ws-floor.js';
 import { runNostrLoad } from '../../src/bench/ws-load.js';
 import { parseNodeAddress } from '../../src/store/options.js';
 import { startRelay } from '../helpers/processes.js';
 import type { RelayProcess } from '../helpers/processes.js';
+import { waitFor } from '../helpers/raw-socket.js';
 import '../helpers/signals.js';
 import { relaysUnderSuite } from '../helpers/third-party-relays.js';
 
@@ -53,10 +55,16 @@ function nostrConfig(over: Partial<RunConfig>): RunConfig {
   };
 }
 
-async function relayStats(url: string): Promise<{ eventsStored: number; eventsDuplicate: number }> {
+async function relayStats(
+  url: string,
+): Promise<{ eventsStored: number; eventsDuplicate: number; connections: number }> {
   const res = await fetch(`${url}/stats`);
   assert.equal(res.status, 200);
-  return (await res.json()) as { eventsStored: number; eventsDuplicate: number };
+  return (await res.json()) as {
+    eventsStored: number;
+    eventsDuplicate: number;
+    connections: number;
+  };
 }
 
 /** Send one frame and wait (with a deadline) for the OK of `id`. */
@@ -132,6 +140,22 @@ describe('relay-alone and ws-floor with the reference relay', { timeout: 180_000
     await relay.stop();
   });
 
+  /** One run: ok, every EVENT answered OK, and the relay's store grown by as many. */
+  async function runStored(cfg: RunConfig) {
+    const before = await relayStats(relay.url);
+    const lines: string[] = [];
+    const r = await runOnce(cfg, { valkey: parseNodeAddress(VALKEY!), relayUrl: relay.url }, (l) =>
+      lines.push(l),
+    );
+    assert.equal(r.status, 'ok', `${r.failureReasons.join('; ')}\n${lines.join('\n')}`);
+    const c = r.counts!;
+    assert.ok(c.requests > 0, JSON.stringify(c));
+    assert.equal(c.ok2xx, c.requests);
+    const after = await relayStats(relay.url);
+    assert.equal(after.eventsStored - before.eventsStored, c.ok2xx);
+    return { r, before, after };
+  }
+
   it(
     'measures the relay by itself with new events: the store grows by the OKs',
     {
@@ -139,23 +163,12 @@ describe('relay-alone and ws-floor with the reference relay', { timeout: 180_000
     },
     async () => {
       const cfg = nostrConfig({});
-      const before = await relayStats(relay.url);
-      const lines: string[] = [];
-      const r = await runOnce(
-        cfg,
-        { valkey: parseNodeAddress(VALKEY!), relayUrl: relay.url },
-        (l) => lines.push(l),
-      );
-      assert.equal(r.status, 'ok', `${r.failureReasons.join('; ')}\n${lines.join('\n')}`);
+      const { r, before, after } = await runStored(cfg);
       const c = r.counts!;
-      assert.ok(c.requests > 0, JSON.stringify(c));
-      assert.equal(c.ok2xx, c.requests);
       assert.equal(c.timeouts, 0);
       assert.equal(r.events!.duplicates, 0);
       assert.equal(r.events!.sent, c.requests);
-      const after = await relayStats(relay.url);
       // Every OK was a new event: none of them was a duplicate of what the relay held.
-      assert.equal(after.eventsStored - before.eventsStored, c.ok2xx);
       assert.equal(after.eventsDuplicate, before.eventsDuplicate);
       // No front end, no Valkey: only the relay is sampled, no Valkey commands are counted.
       assert.deepEqual(
@@ -168,32 +181,75 @@ describe('relay-alone and ws-floor with the reference relay', { timeout: 180_000
     },
   );
 
-  it(
-    "passes every EVENT and OK on, its own CPU and the relay's sampled",
-    { skip: VALKEY ? false : 'SLUICE_TEST_STANDALONE is not set' },
-    async () => {
-      const cfg = nostrConfig({ implementation: 'ws-floor' });
-      const before = await relayStats(relay.url);
-      const lines: string[] = [];
-      const r = await runOnce(
-        cfg,
-        { valkey: parseNodeAddress(VALKEY!), relayUrl: relay.url },
-        (l) => lines.push(l),
+  for (const implementation of ['ws-floor', 'ws-floor-pooled'] as const) {
+    it(
+      `${implementation} passes every EVENT and OK on, its own CPU and the relay's sampled`,
+      { skip: VALKEY ? false : 'SLUICE_TEST_STANDALONE is not set' },
+      async () => {
+        const cfg = nostrConfig({ implementation });
+        const { r } = await runStored(cfg);
+        const roles = r.processes.map((p) => p.role);
+        assert.ok(roles.includes('peer') && roles.includes('relay'), JSON.stringify(roles));
+        const floor = r.processes.find((p) => p.role === 'peer')!;
+        assert.ok((floor.cpuMsPerRequest ?? 0) > 0, JSON.stringify(floor));
+        assert.equal(r.gatewayWorkers, null);
+        assert.equal(runFileName(cfg), `${implementation}_standalone_nostr_4c_2s_run1.json`);
+      },
+    );
+  }
+
+  it('ws-floor-pooled: EVENTs share one relay connection, each OK goes back to its sender, other messages go over their own', async () => {
+    const base = (await relayStats(relay.url)).connections;
+    const floor = await startWsFloor({
+      host: '127.0.0.1',
+      port: 0,
+      upstream: relay.url,
+      pooled: true,
+    });
+    const clients: WebSocket[] = [];
+    try {
+      const url = floor.url.replace(/^http/, 'ws');
+      for (let i = 0; i < 3; i++) {
+        const ws = new WebSocket(url);
+        await new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject));
+        clients.push(ws);
+      }
+      const answers = clients.map(() => [] as unknown[][]);
+      clients.forEach((ws, i) =>
+        ws.on('message', (d: Buffer) => answers[i]!.push(JSON.parse(d.toString()) as unknown[])),
       );
-      assert.equal(r.status, 'ok', `${r.failureReasons.join('; ')}\n${lines.join('\n')}`);
-      const c = r.counts!;
-      assert.ok(c.requests > 0, JSON.stringify(c));
-      assert.equal(c.ok2xx, c.requests);
-      const after = await relayStats(relay.url);
-      assert.equal(after.eventsStored - before.eventsStored, c.ok2xx);
-      const roles = r.processes.map((p) => p.role);
-      assert.ok(roles.includes('peer') && roles.includes('relay'), JSON.stringify(roles));
-      const floor = r.processes.find((p) => p.role === 'peer')!;
-      assert.ok((floor.cpuMsPerRequest ?? 0) > 0, JSON.stringify(floor));
-      assert.equal(r.gatewayWorkers, null);
-      assert.equal(runFileName(cfg), 'ws-floor_standalone_nostr_4c_2s_run1.json');
-    },
-  );
+      const sk = generateSecretKey();
+      const now = Math.floor(Date.now() / 1000);
+      const own = clients.map((_, i) =>
+        finalizeEvent({ kind: 1, created_at: now, tags: [], content: `own ${i}` }, sk),
+      );
+      const shared = finalizeEvent({ kind: 1, created_at: now, tags: [], content: 'both' }, sk);
+      clients.forEach((ws, i) => ws.send(JSON.stringify(['EVENT', own[i]])));
+      clients[0]!.send(JSON.stringify(['EVENT', shared]));
+      clients[1]!.send(JSON.stringify(['EVENT', shared]));
+      const oks = (i: number) => answers[i]!.filter((a) => a[0] === 'OK').map((a) => a[1]);
+      await waitFor(
+        'every EVENT answered',
+        () => oks(0).length + oks(1).length + oks(2).length === 5,
+      );
+      // Each OK went to the client that sent that id, the shared event's to both senders.
+      assert.deepEqual(oks(0).sort(), [own[0]!.id, shared.id].sort());
+      assert.deepEqual(oks(1).sort(), [own[1]!.id, shared.id].sort());
+      assert.deepEqual(oks(2), [own[2]!.id]);
+      // Only the pool reached the relay: three clients' EVENTs, one connection.
+      assert.equal((await relayStats(relay.url)).connections - base, 1);
+      // A REQ opens the client's own relay connection, and its answer comes back there.
+      clients[2]!.send(JSON.stringify(['REQ', 'mine', { ids: [own[2]!.id] }]));
+      await waitFor('EOSE', () => answers[2]!.some((a) => a[0] === 'EOSE' && a[1] === 'mine'));
+      const found = answers[2]!.find((a) => a[0] === 'EVENT' && a[1] === 'mine');
+      assert.equal((found?.[2] as { id: string } | undefined)?.id, own[2]!.id);
+      assert.ok(answers[0]!.every((a) => a[0] === 'OK') && answers[1]!.every((a) => a[0] === 'OK'));
+      assert.equal((await relayStats(relay.url)).connections - base, 2);
+    } finally {
+      for (const ws of clients) ws.terminate();
+      await floor.close();
+    }
+  });
 });
 
 describe('nostr-rs-relay: its config', { timeout: 10_000 }, () => {

@@ -16,8 +16,16 @@ export const BASELINES = [
   // A bare Node ws proxy before the relay, passing every message on (bench/ws-floor.ts):
   // what any per-connection Node proxy costs, the floor under the gateway's quotas off.
   'ws-floor',
+  // The same, but every client's EVENT goes to the relay over one shared connection (a pool),
+  // its OK back to the client that sent it: what multiplexing the relay side would save.
+  'ws-floor-pooled',
 ] as const;
 export type Baseline = (typeof BASELINES)[number];
+
+/** The bare ws proxies (bench/ws-floor.ts): no gateway, no Valkey, WebSocket only. */
+export function isWsFloor(impl: Implementation): impl is 'ws-floor' | 'ws-floor-pooled' {
+  return impl === 'ws-floor' || impl === 'ws-floor-pooled';
+}
 
 export const IMPLEMENTATIONS = [...CLIENT_KINDS, ...LEASED_CLIENTS, ...BASELINES] as const;
 export type Implementation = (typeof IMPLEMENTATIONS)[number];
@@ -336,7 +344,7 @@ export function parseTarget(text: string): { implementation: Implementation; mod
       `unknown implementation "${text}": expected one of ${IMPLEMENTATIONS.join(', ')}, optionally with :cluster`,
     );
   }
-  if ((impl === 'relay-alone' || impl === 'ws-floor') && text.includes(':')) {
+  if ((impl === 'relay-alone' || isWsFloor(impl as Implementation)) && text.includes(':')) {
     throw new Error(`${impl} has no Valkey topology: give it without :standalone or :cluster`);
   }
   if (mode !== 'standalone' && mode !== 'cluster') {
@@ -347,7 +355,7 @@ export function parseTarget(text: string): { implementation: Implementation; mod
 
 /** The Valkey client each implementation uses. */
 export function clientOf(impl: Implementation): ClientKind | null {
-  if (impl === 'quotas-off' || impl === 'relay-alone' || impl === 'ws-floor') return null;
+  if (impl === 'quotas-off' || impl === 'relay-alone' || isWsFloor(impl)) return null;
   if (impl === 'fastify-rate-limit') return 'ioredis';
   return impl.replace(/\+lease$/, '') as ClientKind;
 }

@@ -170,7 +170,7 @@ export const RunFileSchema = z.strictObject({
   loadGenerator: z.strictObject({ cpuMs: count, cpuMsPerRequest: nullableNumber }).optional(),
   /**
    * Gateway processes that served the load (the workers of a multi-worker gateway, else 1);
-   * null without a sluice gateway (relay-alone, ws-floor, the peer). Absent in older files.
+   * null without a sluice gateway (relay-alone, the ws floors, the peer). Absent in older files.
    */
   gatewayWorkers: count.nullable().optional(),
   /**

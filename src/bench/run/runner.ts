@@ -9,7 +9,14 @@ import path from 'node:path';
 import type { NodeAddress } from '../../store/options.js';
 import { spawnSluice, startGateway, startRelay } from '../../harness/processes.js';
 import type { SluiceProcess } from '../../harness/processes.js';
-import { AT_LIMIT, AT_LIMIT_SENDER_KEY, leases, workloadOf, workloadSpec } from './config.js';
+import {
+  AT_LIMIT,
+  AT_LIMIT_SENDER_KEY,
+  isWsFloor,
+  leases,
+  workloadOf,
+  workloadSpec,
+} from './config.js';
 import { admittedPastLimit, pastLimitFailures } from './admitted-past-limit.js';
 import type { RunConfig } from './config.js';
 import { fetchLeaseAccounting } from './lease-accounting.js';
@@ -157,10 +164,10 @@ async function startFrontEnd(
   settings: Record<string, unknown>;
   adminUrl?: string;
 }> {
-  if (cfg.implementation === 'ws-floor') {
-    const proc = await spawnSluice(['bench', 'ws-floor', '--port', '0', '--upstream', relayUrl], {
-      cpus: cfg.cpus,
-    });
+  if (isWsFloor(cfg.implementation)) {
+    const pooled = cfg.implementation === 'ws-floor-pooled' ? ['--pooled'] : [];
+    const argv = ['bench', 'ws-floor', '--port', '0', '--upstream', relayUrl, ...pooled];
+    const proc = await spawnSluice(argv, { cpus: cfg.cpus });
     return { proc, role: 'peer', settings: {} };
   }
   if (cfg.implementation === 'fastify-rate-limit') {
@@ -488,7 +495,7 @@ function gatewayWorkers(cfg: RunConfig, measured: Measured): number | null {
   if (
     cfg.implementation === 'relay-alone' ||
     cfg.implementation === 'fastify-rate-limit' ||
-    cfg.implementation === 'ws-floor'
+    isWsFloor(cfg.implementation)
   ) {
     return null;
   }
