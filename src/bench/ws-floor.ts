@@ -55,26 +55,39 @@ export async function startWsFloor(opts: {
 /** Per client connection one relay connection, every message passed on as it came. */
 function passEverything(wss: WebSocketServer, relayUrl: string): void {
   wss.on('connection', (client) => {
-    const relay = new WebSocket(relayUrl, { perMessageDeflate: false });
-    // What the client sends before the relay's socket is open waits for it.
-    const early: RawData[] = [];
-    relay.on('open', () => {
-      for (const data of early.splice(0)) relay.send(data, { binary: false });
-    });
-    client.on('message', (data, isBinary) => {
-      if (relay.readyState === WebSocket.OPEN) relay.send(data, { binary: isBinary });
-      else early.push(data);
-    });
-    relay.on('message', (data, isBinary) => client.send(data, { binary: isBinary }));
-    const end = () => {
-      client.terminate();
-      relay.terminate();
-    };
-    for (const side of [client, relay]) {
-      side.on('close', end);
-      side.on('error', end);
-    }
+    const relay = relayOf(client, relayUrl);
+    client.on('message', (data, isBinary) => relay.send(data, isBinary));
   });
+}
+
+/**
+ * A relay connection of the client's own: what the client sends before it is open waits for
+ * it, what the relay sends goes back to the client, and either side's end ends both.
+ */
+function relayOf(
+  client: WebSocket,
+  relayUrl: string,
+): { send(data: RawData, binary: boolean): void } {
+  const relay = new WebSocket(relayUrl, { perMessageDeflate: false });
+  const early: RawData[] = [];
+  relay.on('open', () => {
+    for (const data of early.splice(0)) relay.send(data, { binary: false });
+  });
+  relay.on('message', (data, isBinary) => client.send(data, { binary: isBinary }));
+  const end = () => {
+    client.terminate();
+    relay.terminate();
+  };
+  for (const side of [client, relay]) {
+    side.on('close', end);
+    side.on('error', end);
+  }
+  return {
+    send(data, binary) {
+      if (relay.readyState === WebSocket.OPEN) relay.send(data, { binary });
+      else early.push(data);
+    },
+  };
 }
 
 /** `["EVENT",` at the start of a client's frame, `["OK","` of the relay's answer. */
@@ -119,25 +132,12 @@ async function poolEvents(wss: WebSocketServer, relayUrl: string): Promise<void>
   pool.on('close', end);
   pool.on('error', end);
   wss.on('connection', (client) => {
-    let own: { relay: WebSocket; early: RawData[] } | undefined;
-    const ownRelay = () => {
-      if (own) return own;
-      const relay = new WebSocket(relayUrl, { perMessageDeflate: false });
-      const early: RawData[] = [];
-      relay.on('open', () => {
-        for (const data of early.splice(0)) relay.send(data, { binary: false });
-      });
-      relay.on('message', (data, isBinary) => client.send(data, { binary: isBinary }));
-      relay.on('close', () => client.terminate());
-      relay.on('error', () => client.terminate());
-      return (own = { relay, early });
-    };
+    // Anything but an EVENT goes over a relay connection of the client's own, opened for it.
+    let own: ReturnType<typeof relayOf> | undefined;
     client.on('message', (data: Buffer, isBinary) => {
       const id = isBinary ? undefined : eventId(data);
       if (id === undefined) {
-        const { relay, early } = ownRelay();
-        if (relay.readyState === WebSocket.OPEN) relay.send(data, { binary: isBinary });
-        else early.push(data);
+        (own ??= relayOf(client, relayUrl)).send(data, isBinary);
         return;
       }
       const clients = waiting.get(id);
@@ -150,8 +150,5 @@ async function poolEvents(wss: WebSocketServer, relayUrl: string): Promise<void>
       }
       pool.send(data, { binary: false });
     });
-    const close = () => own?.relay.terminate();
-    client.on('close', close);
-    client.on('error', close);
   });
 }
