@@ -2,7 +2,12 @@ import { Option } from 'commander';
 import type { Command } from 'commander';
 import { AT_LIMIT_AUTHORS, HEAVY_WORK_ITERATIONS, WORKLOADS } from '../bench/run/config.js';
 import type { NostrIdentity, RelayImpl, ThirdPartyImpl, Workload } from '../bench/run/config.js';
-import { NOSTR_IDENTITIES, THIRD_PARTY_IMPLS, isWsFloor } from '../bench/run/config.js';
+import {
+  NOSTR_IDENTITIES,
+  THIRD_PARTY_IMPLS,
+  isWsFloor,
+  runsGateway,
+} from '../bench/run/config.js';
 import { positiveInt, positiveNumber, relayImplOption, share } from './flags.js';
 import { checkPinning, parseCpuList } from '../harness/pinning.js';
 
@@ -282,12 +287,7 @@ export function registerBenchRun(bench: Command): void {
         nostrIdentity: nostr ? (flags.nostrIdentity ?? spec.nostrIdentity) : undefined,
         // The relay alone and the peer run no sluice gateway: --workers (run-all.sh gives it to
         // every run) is not theirs, and their names and baselines stay those of one process.
-        workers:
-          target.implementation === 'relay-alone' ||
-          target.implementation === 'fastify-rate-limit' ||
-          isWsFloor(target.implementation)
-            ? 1
-            : flags.workers,
+        workers: runsGateway(target.implementation) ? flags.workers : 1,
         cpus: flags.cpus ?? null,
         loadCpus: flags.loadCpus ?? null,
         rate: flags.rate ?? null,

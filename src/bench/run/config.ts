@@ -27,6 +27,11 @@ export function isWsFloor(impl: Implementation): impl is 'ws-floor' | 'ws-floor-
   return impl === 'ws-floor' || impl === 'ws-floor-pooled';
 }
 
+/** Whether a sluice gateway serves the load (not the relay alone, the peer or a ws floor). */
+export function runsGateway(impl: Implementation): boolean {
+  return impl !== 'relay-alone' && impl !== 'fastify-rate-limit' && !isWsFloor(impl);
+}
+
 export const IMPLEMENTATIONS = [...CLIENT_KINDS, ...LEASED_CLIENTS, ...BASELINES] as const;
 export type Implementation = (typeof IMPLEMENTATIONS)[number];
 

@@ -14,6 +14,7 @@ import {
   AT_LIMIT_SENDER_KEY,
   isWsFloor,
   leases,
+  runsGateway,
   workloadOf,
   workloadSpec,
 } from './config.js';
@@ -492,13 +493,7 @@ function affinityOf(watched: WatchedProcess[]): NonNullable<RunResult['affinity'
 
 /** Gateway processes that served the load: its workers (1 without any); null: no gateway. */
 function gatewayWorkers(cfg: RunConfig, measured: Measured): number | null {
-  if (
-    cfg.implementation === 'relay-alone' ||
-    cfg.implementation === 'fastify-rate-limit' ||
-    isWsFloor(cfg.implementation)
-  ) {
-    return null;
-  }
+  if (!runsGateway(cfg.implementation)) return null;
   const workers = measured.processes.filter((p) => p.name.startsWith('gateway worker ')).length;
   return Math.max(1, workers);
 }
