@@ -4,6 +4,8 @@ import type { EffectiveSettings } from './clients/driver.js';
 import { StoreError, describeError } from './errors.js';
 import { buildLimiter } from './limiter.js';
 import { leaseStore } from './lease.js';
+import { presenceStore } from './presence.js';
+import type { PresenceStore } from './presence.js';
 import { admittedCounts } from './admitted.js';
 import type { AdmittedCounts } from './admitted.js';
 import type { LeaseStore } from './lease.js';
@@ -20,6 +22,7 @@ export type { ClientKind, NodeAddress, StoreOptionsInput, Topology } from './opt
 export type { EffectiveSettings } from './clients/driver.js';
 export type { KeyValue } from './kv.js';
 export type { Lease, LeaseStore } from './lease.js';
+export type { PresenceStore } from './presence.js';
 export type { AdmittedCounts } from './admitted.js';
 export { admittedKey } from './admitted.js';
 
@@ -35,6 +38,8 @@ export interface Store {
   readonly kv: KeyValue;
   /** Quota leases on a limiter's counter key: several points in one atomic step. */
   readonly leases: LeaseStore;
+  /** Which gateway processes took for a set of quotas lately (the credit's condition). */
+  readonly presence: PresenceStore;
   /** What gateways admitted to each relay node (the learned write budget's input). */
   readonly admitted: AdmittedCounts;
   /**
@@ -64,6 +69,7 @@ export async function createStore(input: StoreOptionsInput): Promise<Store> {
     limiter: (limiterOpts) => buildLimiter(conn, limiterOpts),
     kv: conn.kv,
     leases: leaseStore(conn),
+    presence: presenceStore(conn),
     admitted: admittedCounts(conn),
     async subscribe(channel, onMessage) {
       const listener = await driver.connect(opts, { channel, onMessage });
