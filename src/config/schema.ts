@@ -545,6 +545,16 @@ export const GatewayConfigSchema = z
                 'A key unused this long (or three of its own gaps between writes, if longer, ' +
                   'within its window) hands its unspent points back',
               ),
+            credit: z
+              .boolean()
+              .default(true)
+              .describe(
+                "Admit a key's first point of a window before its take reaches Valkey, only " +
+                  'while this gateway process is the only one taking for these quotas ' +
+                  '(quotas.gateways x workers = 1 and no other process seen in Valkey within the ' +
+                  'longest window) and took nothing for the key in its window: exact, without a ' +
+                  'round trip on the way (docs/GATEWAY.md, "Credit for a first write")',
+              ),
           })
           .prefault({})
           .describe('Quota leases (docs/GATEWAY.md, "Quota leases")'),

@@ -22,7 +22,7 @@ const COUNTER_HELP = {
   sluice_websockets_drained_total:
     'WebSocket connections moved off a relay node in trouble (pressure.drain: NOTICE, then close 1013), by node',
   sluice_lease_points_total:
-    'Quota points of leases (quotas.lease), by event: leased from Valkey, spent on admitted writes, refunded to the lease (a write the relay refused or had already), returned to Valkey, expired unspent with their window',
+    'Quota points of leases (quotas.lease), by event: leased from Valkey, spent on admitted writes, refunded to the lease (a write the relay refused or had already), returned to Valkey, expired unspent with their window; credited: spent before their take (quotas.lease.credit), overcredited: of those, admitted without a grant (the take failed, or another gateway had taken)',
 } as const;
 type CounterName = keyof typeof COUNTER_HELP;
 /** Each counter's labels. */

@@ -1,3 +1,6 @@
+import { FleetPresence } from '../quota/fleet-presence.js';
+import { longestWindowMs } from '../quota/credit.js';
+import type { Presence } from '../quota/credit.js';
 import type { Server } from 'node:http';
 import type { Socket } from 'node:net';
 import Fastify, { LogController } from 'fastify';
@@ -98,7 +101,15 @@ export async function buildGateway(
   const trust = startTrustGraph(config, policy, metrics, log);
   // Pressure on: each node's write budget is learned by its feed (pressure/budget).
   const learned = config.pressure.enabled ? new LearnedBudgets() : undefined;
-  const decider = createDecider({ config, store, policy, board, metrics, log, learned });
+  // Every gateway process with quotas says it is there, so that one alone may give credit.
+  const presence = config.quotas.enabled
+    ? new FleetPresence(store.presence, {
+        key: `${config.quotas.keyPrefix}:presence`,
+        longestWindowMs: () => longestWindowMs(ctx.config.quotas),
+        onError: (err) => log.debug({ err }, 'gateway presence heartbeat failed'),
+      })
+    : undefined;
+  const decider = createDecider({ config, store, policy, board, metrics, log, learned, presence });
   const admittedTally = createAdmittedTally(config, store, log);
   const services = {
     config,
@@ -114,6 +125,7 @@ export async function buildGateway(
   const ctx: GatewayContext = { ...services, address, admission: new Admission(services) };
   if (config.pressure.avoidEmergency) pool.avoid((id) => board.get(id).emergency === true);
 
+  await presence?.start();
   await pool.start();
   const pressure = createPressureFollower({ config, store, board, metrics, log, learned });
   await pressure?.start();
@@ -127,6 +139,7 @@ export async function buildGateway(
     ctx,
     async close() {
       trust?.stop();
+      presence?.stop();
       pool.stop();
       await Promise.allSettled([app.close(), admin.close(), pressure?.stop()]);
       await admittedTally?.stop().catch(() => undefined);
@@ -169,7 +182,8 @@ function createDecider({
   metrics,
   log,
   learned,
-}: Parts & { policy: Policy }) {
+  presence,
+}: Parts & { policy: Policy; presence: Presence | undefined }) {
   const callOk = metrics.valkeyCall.labels({ client: store.client, result: 'ok' });
   const callFailed = metrics.valkeyCall.labels({ client: store.client, result: 'error' });
   return new QuotaDecider(store, policy, board, config.quotas, {
@@ -183,6 +197,7 @@ function createDecider({
     ),
     ...(learned ? { learnedBudgets: learned } : {}),
     nodeCount: config.upstreams.length,
+    ...(presence ? { presence } : {}),
   });
 }
 

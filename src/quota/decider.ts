@@ -10,6 +10,8 @@ import { refusedFromMemory } from './consume.js';
 import type { Consumer, DecisionObserver, Receipt, Verdict } from './consume.js';
 import { LeasedConsumer, LimiterConsumer, StoreBreaker, guarded } from './consumers.js';
 import { LeaseBook } from './leases.js';
+import { creditGate, longestWindowMs } from './credit.js';
+import type { CreditGate, Presence } from './credit.js';
 import type { LeaseEvent, LeaseSnapshot } from './leases.js';
 import { effectivePoints, insuredPoints, quantiseMultiplier, secondsUntil } from './limits.js';
 import type { NodeMultipliers } from './multipliers.js';
@@ -136,6 +138,11 @@ export interface DeciderOptions {
   learnedBudgets?: LearnedBudgets;
   /** Relay nodes configured (sizes the budgets' in-memory blocks when budgets are learned). */
   nodeCount?: number;
+  /**
+   * Whether this process is its quotas' only taker (fleet-presence.ts): with it, one holder
+   * and quotas.lease.credit, a key's first write of a window is admitted on credit.
+   */
+  presence?: Presence;
 }
 
 /**
@@ -168,6 +175,11 @@ export class QuotaDecider {
   private leases: LeaseBook | undefined;
   /** The idle time and holders the book was made with. */
   private leaseShape = '';
+  /**
+   * With a presence: credit for first writes, and the keys this process took for, kept
+   * across lease books (a reload that makes a new one must not forget them).
+   */
+  private readonly credit: CreditGate | undefined;
   /** The nodes' write budgets and their counters. */
   private readonly nodeBudgets: NodeBudgets;
 
@@ -179,6 +191,11 @@ export class QuotaDecider {
     private readonly options: DeciderOptions = {},
   ) {
     this.now = options.now ?? Date.now;
+    // A monotonic clock unless one is injected: a wall clock stepped forward would end the
+    // filter's generations early, and forget keys whose windows still run in Valkey.
+    this.credit = options.presence
+      ? creditGate(options.presence, options.now ?? (() => performance.now()))
+      : undefined;
     this.maxTrackedClients = options.maxTrackedClients ?? DEFAULT_MAX_TRACKED_CLIENTS;
     this.breaker = new StoreBreaker(
       this.now,
@@ -206,6 +223,10 @@ export class QuotaDecider {
     const { lease } = this.settings;
     const holders = this.settings.gateways * (this.options.workers ?? 1);
     const shape = `${lease.idleMs}/${holders}`;
+    this.credit?.enable(
+      lease.enabled && lease.credit && holders === 1,
+      longestWindowMs(this.settings),
+    );
     if (this.leases && (!lease.enabled || shape !== this.leaseShape)) {
       // Off, or sized differently (a reload): the old book hands its points back.
       void this.leases.close();
@@ -220,6 +241,7 @@ export class QuotaDecider {
       idleMs: lease.idleMs,
       maxKeys: this.maxTrackedClients,
       now: this.now,
+      ...(this.credit ? { credit: this.credit, onCreditLost: this.creditLost } : {}),
       ...(this.options.onLeasePoints ? { onPoints: this.options.onLeasePoints } : {}),
       ...(this.options.onLeaseReturnFailed
         ? { onReturnFailed: this.options.onLeaseReturnFailed }
@@ -504,6 +526,21 @@ export class QuotaDecider {
     }
     return blocks;
   }
+
+  /**
+   * A credited write whose take failed (Valkey went down as it was admitted) counts in the
+   * insured share, as the writes after it do: the share bounds them all.
+   */
+  private readonly creditLost = (bookKey: string, cost: number, windowMs: number): void => {
+    if (this.settings.onStoreFailure !== 'insure') return;
+    // A book key is `<counter prefix>:<client key>`, and a client key holds no ':'.
+    const at = bookKey.lastIndexOf(':');
+    this.insurerFor(bookKey.slice(0, at)).consume(
+      bookKey.slice(at + 1) as ClientKey,
+      cost,
+      windowMs,
+    );
+  };
 
   private insurerFor(keyPrefix: string): WindowCounters<ClientKey> {
     let insurer = this.insurance.get(keyPrefix);

@@ -1,13 +1,16 @@
 import { Lru } from '../util/lru.js';
 import type { Lease, LeaseStore } from '../store/index.js';
 import type { Maybe } from '../util/maybe.js';
+import type { CreditGate } from './credit.js';
 import { idleAfter, leaseDivisor, leaseForRate, nextLeaseSize } from './limits.js';
 
 /**
  * What happened to leased points: taken from Valkey, spent here, refunded to the lease (the
- * write was not done), handed back, or let lapse.
+ * write was not done), handed back, or let lapse; spent on credit before their take, and of
+ * those, admitted without Valkey's grant (the take failed, or another process had taken).
  */
-export type LeaseEvent = 'leased' | 'spent' | 'refunded' | 'returned' | 'expired';
+export type LeaseEvent =
+  'leased' | 'spent' | 'refunded' | 'returned' | 'expired' | 'credited' | 'overcredited';
 
 /** One verdict from the lease book. */
 export interface LeaseVerdict {
@@ -87,17 +90,27 @@ export interface LeaseBookOptions {
   onPoints?: (event: LeaseEvent, points: number) => void;
   /** A hand-back that failed: the points lapse with their window (logged, never thrown). */
   onReturnFailed?: (err: unknown) => void;
+  /** Present when this process may admit a key's first point before its take (credit.ts). */
+  credit?: CreditGate;
+  /** A credited take failed: its write was admitted and Valkey never counted it. */
+  onCreditLost?: (key: string, cost: number, windowMs: number) => void;
 }
 
 /** Waiters for another request's take retry this often before taking for themselves. */
 const MAX_WAITS = 3;
+/**
+ * Credited takes wait this long for others to go with them: it delays no write (the credit
+ * is spent at once), only the key's next write while it comes this soon.
+ */
+const CREDIT_BATCH_MS = 5;
 /** Least slack a hand-back allows between the windows as each side reckons them. */
 const MIN_SLACK_MS = 50;
 
 /**
  * Quota leases on this gateway: a write for a key spends a point leased from Valkey, and
  * only when none is held does it take a lease (one atomic round trip that never grants past
- * the effective limit). Nothing is admitted that Valkey did not grant, so nothing is
+ * the effective limit). Nothing is admitted that Valkey did not grant, or (credit, when this
+ * process is the quotas' only taker) that Valkey would not have: so nothing is
  * over-admitted; the price is points leased here and never spent, bounded by the lease size
  * (see underAdmissionBound) and handed back when a key goes idle, is evicted, or the gateway
  * stops.
@@ -115,6 +128,9 @@ export class LeaseBook {
    * as still leased, be refused and block a client with points left. In flight only.
    */
   private readonly returningFor = new Map<string, Promise<void>>();
+  /** Credited takes waiting to be sent, and the timer that sends them. */
+  private credits: (() => Promise<void>)[] = [];
+  private creditTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly store: LeaseStore,
@@ -146,6 +162,9 @@ export class LeaseBook {
   ): Maybe<LeaseVerdict> {
     const entry = this.entryFor(key, limit, scope);
     if (held(entry) >= cost) return this.spend(entry, cost, limit, false);
+    if (!entry.pending && this.opts.credit?.may(key, cost, limit, windowMs)) {
+      return this.credit(key, entry, cost, limit, windowMs);
+    }
     return this.consumeLater(entry, key, cost, limit, windowMs, scope);
   }
 
@@ -217,6 +236,8 @@ export class LeaseBook {
   /** Hand back every unspent point, and stop the idle sweep (at shutdown). */
   async close(): Promise<void> {
     clearInterval(this.sweeper);
+    this.flushCredits();
+    await Promise.allSettled([...this.returning]);
     for (const [key, entry] of this.entries.entries()) void this.handBack(key, entry);
     this.entries.clear();
     await Promise.allSettled([...this.returning]);
@@ -328,8 +349,36 @@ export class LeaseBook {
     limit: number,
     windowMs: number,
   ): Promise<LeaseVerdict> {
-    const need = cost - held(entry);
     const sentAt = this.now();
+    const { want, pending } = this.send(key, entry, cost - held(entry), limit, windowMs, sentAt);
+    entry.pending = pending;
+    let lease: Lease;
+    try {
+      lease = await pending;
+    } finally {
+      if (entry.pending === pending) entry.pending = undefined;
+    }
+    const now = this.now();
+    this.land(entry, sentAt, want, lease, windowMs, now);
+    if (held(entry) >= cost && now < entry.endsAt) return this.spend(entry, cost, limit, true);
+    return {
+      allowed: false,
+      remaining: 0,
+      msBeforeNext: lease.msLeft,
+      consumed: lease.consumed,
+      tookLease: true,
+    };
+  }
+
+  /** Send a take of at least `need` points for the key (the caller makes its writes wait). */
+  private send(
+    key: string,
+    entry: Entry,
+    need: number,
+    limit: number,
+    windowMs: number,
+    sentAt: number,
+  ): { want: number; pending: Promise<Lease> } {
     // What the key spends at its recent rate in what is left of the window (as reckoned
     // here; a lapsed one starts anew), so that a steady writer takes once for many writes.
     const msLeft = entry.endsAt > sentAt ? entry.endsAt - sentAt : windowMs;
@@ -339,15 +388,20 @@ export class LeaseBook {
     entry.windowMs = windowMs;
     const want = Math.max(need, Math.min(entry.size, rateCap));
     entry.lastTakeAt = sentAt;
+    this.opts.credit?.note(key, windowMs);
     const pending = this.store.take(key, want, limit, windowMs, { need, divisor: this.divisor });
-    entry.pending = pending;
-    let lease: Lease;
-    try {
-      lease = await pending;
-    } finally {
-      if (entry.pending === pending) entry.pending = undefined;
-    }
-    const now = this.now();
+    return { want, pending };
+  }
+
+  /** What a take returned, into the key's entry. */
+  private land(
+    entry: Entry,
+    sentAt: number,
+    want: number,
+    lease: Lease,
+    windowMs: number,
+    now: number,
+  ): void {
     entry.rttMs = now - sentAt;
     if (lease.msLeft > 0) {
       const endsAt = sentAt + lease.msLeft;
@@ -361,14 +415,97 @@ export class LeaseBook {
     entry.lastGranted = lease.granted;
     if (lease.granted > 0) this.onPoints('leased', lease.granted);
     entry.size = nextLeaseSize(want, lease.granted);
-    if (held(entry) >= cost && now < entry.endsAt) return this.spend(entry, cost, limit, true);
+  }
+
+  /**
+   * Admit `cost` points of a key this process took nothing for in its window, at once: the
+   * key has no count in Valkey (credit.ts), and its take follows within CREDIT_BATCH_MS, with
+   * the other credits of that moment (one socket write and one wake-up for them all). The
+   * key's other writes wait for that take as for any other.
+   */
+  private credit(
+    key: string,
+    entry: Entry,
+    cost: number,
+    limit: number,
+    windowMs: number,
+  ): LeaseVerdict {
+    const now = this.now();
+    this.opts.credit?.note(key, windowMs);
+    entry.spent += cost;
+    // A new window, as Valkey will start it on the take: nothing reckons by this end before
+    // the take lands and puts Valkey's own there.
+    entry.endsAt = now + windowMs;
+    entry.consumed = cost;
+    const landed = new Promise<void>((resolve) => {
+      this.credits.push(() => {
+        const sentAt = this.now();
+        const { want, pending } = this.send(key, entry, cost, limit, windowMs, sentAt);
+        return this.settleCredit(key, entry, pending, sentAt, want, windowMs, cost).then(resolve);
+      });
+    });
+    entry.pending = landed;
+    void landed.finally(() => {
+      if (entry.pending === landed) entry.pending = undefined;
+    });
+    this.creditTimer ??= setTimeout(() => this.flushCredits(), CREDIT_BATCH_MS);
+    this.onPoints('spent', cost);
+    this.onPoints('credited', cost);
     return {
-      allowed: false,
-      remaining: 0,
-      msBeforeNext: lease.msLeft,
-      consumed: lease.consumed,
-      tookLease: true,
+      allowed: true,
+      remaining: limit - cost,
+      msBeforeNext: windowMs,
+      consumed: cost,
+      tookLease: false,
     };
+  }
+
+  /** Send every credited take waiting, in one turn of the event loop. */
+  private flushCredits(): void {
+    clearTimeout(this.creditTimer);
+    this.creditTimer = undefined;
+    const sends = this.credits;
+    this.credits = [];
+    for (const send of sends) {
+      const landing = send();
+      this.returning.add(landing);
+      void landing.finally(() => this.returning.delete(landing));
+    }
+  }
+
+  /**
+   * A credited take landed. Valkey granted at least the credit unless another process took
+   * for the key meanwhile (a gateway joining, within PRESENCE_VALID_MS): then the points were
+   * admitted past what Valkey granted, and are counted as over-credited, as they are when
+   * the take failed (unless the write was refunded meanwhile): those go to onCreditLost,
+   * which counts them in the share insured while Valkey is down. Never rejects.
+   */
+  private async settleCredit(
+    key: string,
+    entry: Entry,
+    pending: Promise<Lease>,
+    sentAt: number,
+    want: number,
+    windowMs: number,
+    cost: number,
+  ): Promise<void> {
+    let lease: Lease | undefined;
+    try {
+      lease = await pending;
+    } catch {
+      lease = undefined;
+    }
+    if (lease) {
+      this.land(entry, sentAt, want, lease, windowMs, this.now());
+      if (lease.msLeft > 0) entry.endsAt = sentAt + lease.msLeft;
+      if (lease.granted >= cost) return;
+    }
+    const spent = entry.spent;
+    entry.spent = Math.max(0, spent - cost);
+    const lost = spent - entry.spent;
+    if (lost <= 0) return;
+    this.onPoints('overcredited', lost);
+    if (!lease) this.opts.onCreditLost?.(key, lost, windowMs);
   }
 
   /** The window ended: what was held of it can no longer be spent. */
@@ -383,8 +520,9 @@ export class LeaseBook {
   private handBack(key: string, entry: Entry): Promise<void> {
     const points = held(entry);
     const msLeft = entry.endsAt - this.now();
-    entry.leased = entry.spent;
+    // Fewer than none held: a credit whose take has not landed; what it grants stays spent.
     if (points <= 0) return Promise.resolve();
+    entry.leased = entry.spent;
     if (msLeft <= 0) {
       this.onPoints('expired', points);
       return Promise.resolve();

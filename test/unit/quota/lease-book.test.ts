@@ -12,6 +12,10 @@ import { LeaseBook } from '../../../src/quota/leases.js';
 import { Policy, makeIdentity } from '../../../src/quota/policy.js';
 import type { Store } from '../../../src/store/index.js';
 import type { LeaseEvent } from '../../../src/quota/leases.js';
+import { creditGate } from '../../../src/quota/credit.js';
+import type { CreditGate } from '../../../src/quota/credit.js';
+import fc from 'fast-check';
+import { propertyParams } from '../../helpers/property-params.js';
 import type { LeaseStore, TakeBounds } from '../../../src/store/lease.js';
 
 class FakeLeaseStore implements LeaseStore {
@@ -52,7 +56,7 @@ class FakeLeaseStore implements LeaseStore {
   }
 }
 
-function setUp(holders = 1, idleMs = 1000) {
+function setUp(holders = 1, idleMs = 1000, credit?: (now: () => number) => CreditGate) {
   const clock = { t: 1_000_000 };
   const store = new FakeLeaseStore(clock);
   const points: Record<LeaseEvent, number> = {
@@ -61,6 +65,8 @@ function setUp(holders = 1, idleMs = 1000) {
     refunded: 0,
     returned: 0,
     expired: 0,
+    credited: 0,
+    overcredited: 0,
   };
   const book = new LeaseBook(store, {
     holders,
@@ -68,6 +74,7 @@ function setUp(holders = 1, idleMs = 1000) {
     maxKeys: 3,
     now: () => clock.t,
     onPoints: (event, n) => (points[event] += n),
+    ...(credit ? { credit: credit(() => clock.t) } : {}),
   });
   return { clock, store, book, points };
 }
@@ -301,6 +308,137 @@ describe('lease book', { timeout: 30_000 }, () => {
   });
 });
 
+/** A gate with credit on, watched by `p`. */
+function gateOf(p: { alone(): boolean }) {
+  return (now: () => number) => {
+    const gate = creditGate(p, now);
+    gate.enable(true, 60_000);
+    return gate;
+  };
+}
+
+/** A presence that can be told whether this process is alone. */
+function presence(alone = true) {
+  const p = { isAlone: alone, alone: () => p.isAlone };
+  return p;
+}
+
+/** Let credited takes (sent CREDIT_BATCH_MS after their credit) land. */
+const creditsLand = () => new Promise((r) => setTimeout(r, 20));
+
+describe('credit for a first write (quotas.lease.credit)', { timeout: 30_000 }, () => {
+  it("admits a key's first write at once, and its take follows into Valkey", async () => {
+    const { store, book, points } = setUp(1, 1000, gateOf(presence()));
+    // The first key of a window length teaches the filter that length: it takes.
+    assert.ok((await book.consume('first', 1, 10, 60_000, S)).allowed);
+    const v = book.consume('k', 1, 10, 60_000, S);
+    assert.ok(!(v instanceof Promise), 'decided without waiting for Valkey');
+    assert.ok(v.allowed && !v.tookLease);
+    assert.equal(store.counters.get('k'), undefined, 'its take has not been sent yet');
+    await creditsLand();
+    assert.equal(store.counters.get('k')!.used, 1, 'Valkey counts the credited point');
+    assert.equal(points.credited, 1);
+    assert.equal(points.overcredited, 0);
+    const next = await book.consume('k', 1, 10, 60_000, S);
+    assert.ok(next.allowed && next.tookLease, 'its next write takes as any other');
+    await book.close();
+  });
+
+  it('gives no credit to a key taken for in its window, even once the book forgot it', async () => {
+    const { clock, store, book, points } = setUp(1, 1000, gateOf(presence()));
+    assert.ok((await book.consume('k', 2, 2, 60_000, S)).allowed, 'k spends its whole limit');
+    // maxKeys is 3: three other keys push k out of the book.
+    for (const other of ['a', 'b', 'c']) await book.consume(other, 1, 2, 60_000, S);
+    await creditsLand();
+    assert.equal(book.snapshot('k'), null, 'k is no longer in the book');
+    clock.t += 30_000;
+    const v = book.consume('k', 1, 2, 60_000, S);
+    assert.ok(v instanceof Promise, 'a take, not a credit');
+    assert.equal((await v).allowed, false, 'refused: k is at its limit in Valkey');
+    assert.equal(store.counters.get('k')!.used, 2);
+    clock.t += 120_000; // the filter forgets a key between one and two windows after
+    await creditsLand();
+    const later = book.consume('k', 1, 2, 60_000, S);
+    assert.ok(!(later instanceof Promise) && later.allowed, 'credit again, its window long over');
+    await creditsLand();
+    assert.equal(points.overcredited, 0);
+    await book.close();
+  });
+
+  it('gives no credit while another gateway may be taking, nor under a longer window', async () => {
+    const seen = presence(false);
+    const { book } = setUp(1, 1000, gateOf(seen));
+    assert.ok((await book.consume('first', 1, 10, 60_000, S)).allowed);
+    assert.ok(book.consume('k', 1, 10, 60_000, S) instanceof Promise, 'not alone: a take');
+    seen.isAlone = true;
+    assert.ok(!(book.consume('j', 1, 10, 60_000, S) instanceof Promise), 'alone: credit');
+    assert.ok(book.consume('h', 1, 10, 120_000, S) instanceof Promise, 'a window never noted');
+    assert.ok(book.consume('g', 11, 10, 60_000, S) instanceof Promise, 'a cost over the limit');
+    await creditsLand();
+    await book.close();
+  });
+
+  it('hands back, clips and closes around a credit in flight without inventing points', async () => {
+    const { store, book, points } = setUp(1, 1000, gateOf(presence()));
+    assert.ok((await book.consume('first', 1, 10, 60_000, S)).allowed);
+    assert.ok((book.consume('k', 1, 10, 60_000, S) as { allowed: boolean }).allowed);
+    book.clipNode(S.nodeId, () => 5); // a lower limit while the credit's take is unsent
+    await creditsLand();
+    await book.close();
+    assert.equal(store.counters.get('k')!.used, 1, 'only the credited point stays counted');
+    assert.equal(points.overcredited, 0);
+  });
+
+  it('never admits a point Valkey did not grant, over generated sequences of writes', async () => {
+    // Writes of a few keys at random costs, refunds, clock steps within and past windows and
+    // sweeps, in a book of 3 keys (so keys are forgotten and come back): every point spent
+    // was granted by Valkey, whose takes never pass the limit. Fails when the filter is left
+    // out of the gate (a forgotten key at its limit credited again).
+    const op = fc.oneof(
+      fc.record({
+        kind: fc.constant('write' as const),
+        key: fc.nat(4),
+        cost: fc.integer({ min: 1, max: 3 }),
+      }),
+      fc.record({ kind: fc.constant('refund' as const), key: fc.nat(4) }),
+      fc.record({ kind: fc.constant('step' as const), ms: fc.integer({ min: 1, max: 70_000 }) }),
+      fc.record({ kind: fc.constant('sweep' as const) }),
+    );
+    await fc.assert(
+      fc.asyncProperty(fc.array(op, { minLength: 1, maxLength: 60 }), async (ops) => {
+        const { clock, store, book, points } = setUp(1, 1000, gateOf(presence()));
+        const limit = 4;
+        const admitted = new Map<string, number>();
+        for (const o of ops) {
+          if (o.kind === 'write') {
+            const key = `k${o.key}`;
+            const v = await book.consume(key, o.cost, limit, 60_000, S);
+            if (v.allowed) admitted.set(key, (admitted.get(key) ?? 0) + o.cost);
+          } else if (o.kind === 'refund') {
+            const key = `k${o.key}`;
+            if ((admitted.get(key) ?? 0) > 0 && book.refund(key, 1)) {
+              admitted.set(key, admitted.get(key)! - 1);
+            }
+          } else if (o.kind === 'step') {
+            await new Promise((r) => setTimeout(r, 6)); // credited takes are sent
+            clock.t += o.ms;
+          } else book.sweep();
+        }
+        await creditsLand();
+        await book.close();
+        assert.equal(points.overcredited, 0, 'a credited point Valkey did not grant');
+        const spendable = points.leased - points.returned - points.expired;
+        assert.ok(
+          points.spent - points.refunded <= spendable,
+          `spent ${points.spent - points.refunded} of ${spendable} granted`,
+        );
+        void store;
+      }),
+      propertyParams(60),
+    );
+  });
+});
+
 describe('the decider with leases', { timeout: 30_000 }, () => {
   function settingsWith(lease: { enabled: boolean; idleMs?: number }) {
     return GatewayConfigSchema.parse({
@@ -340,6 +478,50 @@ describe('the decider with leases', { timeout: 30_000 }, () => {
     decider.reload(settingsWith({ enabled: false }));
     await settle();
     assert.equal(fake.counters.get(key!)!.used, 4, 'switched off: nothing held any more');
+    await decider.close();
+  });
+
+  it("keeps the keys it took for across a reload's new book, and waits a window when credit comes back", async () => {
+    const clock = { t: 1_000_000 };
+    const fake = new FakeLeaseStore(clock);
+    const settingsOf = (lease: Record<string, unknown>) =>
+      GatewayConfigSchema.parse({
+        admin: { token: 'a-test-token-of-some-length' },
+        upstreams: [{ id: 'relay-a', url: 'http://127.0.0.1:1' }],
+        quotas: { tiers: { default: { write: { points: 2, windowSec: 60 } } }, lease },
+      }).quotas;
+    const settings = settingsOf({});
+    const decider = new QuotaDecider(
+      { leases: fake } as unknown as Store,
+      new Policy(settings),
+      new MultiplierBoard(['relay-a']),
+      settings,
+      { now: () => clock.t, presence: presence() },
+    );
+    const writeAs = (ip: string) =>
+      decider.decide({
+        identity: makeIdentity('ip', ip, 'default', 'salt'),
+        ip,
+        cls: 'write',
+        cost: 1,
+        nodeId: 'relay-a',
+      });
+    assert.equal((await writeAs('192.0.2.9'))!.admitted, true, 'teaches the window');
+    const credited = writeAs('192.0.2.1');
+    assert.ok(!(credited instanceof Promise) && credited!.admitted, 'a first write on credit');
+    assert.equal((await writeAs('192.0.2.1'))!.admitted, true, 'its second: at its limit');
+    await creditsLand();
+    decider.reload(settingsOf({ idleMs: 20_000 })); // a new lease book
+    assert.equal((await writeAs('192.0.2.8'))!.admitted, true, 'another client meanwhile');
+    const again = writeAs('192.0.2.1');
+    assert.ok(again instanceof Promise, 'the new book knows it was taken for: a take');
+    assert.equal((await again)!.admitted, false, 'refused at its limit');
+    decider.reload(settingsOf({ credit: false }));
+    decider.reload(settingsOf({ credit: true }));
+    assert.ok(writeAs('192.0.2.2') instanceof Promise, 'credit back on: a window first');
+    clock.t += 60_000;
+    assert.ok(!(writeAs('192.0.2.3') instanceof Promise), 'a window later: credit again');
+    await creditsLand();
     await decider.close();
   });
 
