@@ -13,6 +13,11 @@ export interface LeaseAccounting {
   returned: number;
   /** Points that lapsed with their window unspent: counted in Valkey, written by nobody. */
   expired: number;
+  /**
+   * Of the points spent, those spent on credit (a key's first write of its window, before
+   * its take reached Valkey: quotas.lease.credit).
+   */
+  credited: number;
   /** Points held unspent when the run ended. */
   held: number;
   /** Writes admitted without a point that Valkey granted: must be 0. */
@@ -21,14 +26,14 @@ export interface LeaseAccounting {
   unspent: number;
 }
 
-const EVENTS = ['leased', 'spent', 'refunded', 'returned', 'expired'] as const;
+const EVENTS = ['leased', 'spent', 'refunded', 'returned', 'expired', 'credited'] as const;
 
 /** The lease counters in a Prometheus text exposition (a counter never moved reads 0). */
 export function leaseAccounting(metrics: string): LeaseAccounting {
-  const [leased, spentGross, refunded, returned, expired] = EVENTS.map(
+  const [leased, spentGross, refunded, returned, expired, credited] = EVENTS.map(
     (event) =>
       parsePrometheusValue(metrics, 'sluice_lease_points_total', `{event="${event}"}`) ?? 0,
-  ) as [number, number, number, number, number];
+  ) as [number, number, number, number, number, number];
   const spent = spentGross - refunded;
   // Points Valkey granted that could still be spent: neither handed back nor lapsed.
   const spendable = leased - returned - expired;
@@ -38,6 +43,7 @@ export function leaseAccounting(metrics: string): LeaseAccounting {
     spent,
     returned,
     expired,
+    credited,
     held,
     overAdmitted: Math.max(0, spent - spendable),
     unspent: expired + held,

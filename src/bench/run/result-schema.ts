@@ -141,6 +141,8 @@ export const RunFileSchema = z.strictObject({
       spent: count,
       returned: count,
       expired: count,
+      /** Absent in runs from before quotas.lease.credit. */
+      credited: count.optional(),
       held: count,
       overAdmitted: count,
       unspent: count,
