@@ -12,17 +12,22 @@ import { startRelay } from './processes.js';
 import type { RelayProcess } from './processes.js';
 import { RawNostr } from './raw-nostr.js';
 
-/** Authors by pubkey, senders by address, `limit` writes a minute each, no leases. */
+/**
+ * Authors by pubkey, senders by address, `limit` writes a minute each, no leases (or, with
+ * `leases`, the shipped leases and their credit for a first write: one gateway process alone
+ * takes exactly what a credited write spends, so Valkey's count is still the charge).
+ */
 export function pubkeyQuotas(
   keyPrefix: string,
   limit: number,
   nostr: Record<string, unknown> = {},
+  leases = false,
 ): Record<string, unknown> {
   return {
     identity: { order: ['pubkey', 'ip'] },
     quotas: {
       keyPrefix,
-      lease: { enabled: false },
+      lease: { enabled: leases },
       tiers: { default: { write: { points: limit, windowSec: 60 } } },
     },
     nostr,
