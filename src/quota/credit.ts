@@ -57,6 +57,8 @@ export class TakenFilter {
 
   private rotate(): void {
     const now = this.now();
+    // Nothing noted yet: the first generation starts with the first key, not before it.
+    if (this.periodMs === 0) this.rotatedAt = now;
     if (this.periodMs === 0 || now - this.rotatedAt < this.periodMs) return;
     // Two periods or more without a rotation: both generations are older than a window.
     if (now - this.rotatedAt >= 2 * this.periodMs) this.current.fill(0);

@@ -365,6 +365,18 @@ describe('credit for a first write (quotas.lease.credit)', { timeout: 30_000 }, 
     await book.close();
   });
 
+  it('remembers a key from its first take on, however long the book waited for one', async () => {
+    const { clock, book, points } = setUp(1, 1000, gateOf(presence()));
+    clock.t += 200_000; // more than two windows before anything is taken
+    assert.ok((await book.consume('k', 2, 4, 60_000, S)).allowed, 'a take teaches the window');
+    const v = book.consume('k', 3, 4, 60_000, S);
+    assert.ok(v instanceof Promise, 'k was taken for in this window: no credit');
+    assert.equal((await v).allowed, false, 'only 2 of its 4 points left');
+    await creditsLand();
+    assert.equal(points.overcredited, 0);
+    await book.close();
+  });
+
   it('gives no credit while another gateway may be taking, nor under a longer window', async () => {
     const seen = presence(false);
     const { book } = setUp(1, 1000, gateOf(seen));
