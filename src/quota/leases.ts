@@ -222,7 +222,8 @@ export class LeaseBook {
     return {
       leased: live ? entry.leased : 0,
       spent: live ? entry.spent : 0,
-      held: live ? held(entry) : 0,
+      // A credit whose take has not landed holds fewer than none for a moment: shown as none.
+      held: live ? Math.max(0, held(entry)) : 0,
       nextLease: entry.size,
       msLeft,
     };
