@@ -129,7 +129,7 @@ export class LeaseBook {
    */
   private readonly returningFor = new Map<string, Promise<void>>();
   /** Credited takes waiting to be sent, and the timer that sends them. */
-  private credits: (() => Promise<void>)[] = [];
+  private credits: { send: () => Promise<void>; landed: () => void }[] = [];
   private creditTimer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -438,12 +438,22 @@ export class LeaseBook {
     // the take lands and puts Valkey's own there.
     entry.endsAt = now + windowMs;
     entry.consumed = cost;
-    const landed = new Promise<void>((resolve) => {
-      this.credits.push(() => {
+    let done!: () => void;
+    const landed = new Promise<void>((resolve) => (done = resolve));
+    this.credits.push({
+      send: () => {
         const sentAt = this.now();
-        const { want, pending } = this.send(key, entry, cost, limit, windowMs, sentAt);
-        return this.settleCredit(key, entry, pending, sentAt, want, windowMs, cost).then(resolve);
-      });
+        let sent: { want: number; pending: Promise<Lease> };
+        try {
+          sent = this.send(key, entry, cost, limit, windowMs, sentAt);
+        } catch (err) {
+          // A take that cannot even be sent is a failed one.
+          const failed = err instanceof Error ? err : new Error(String(err));
+          sent = { want: cost, pending: Promise.reject(failed) };
+        }
+        return this.settleCredit(key, entry, sent.pending, sentAt, sent.want, windowMs, cost);
+      },
+      landed: done,
     });
     entry.pending = landed;
     void landed.finally(() => {
@@ -465,10 +475,14 @@ export class LeaseBook {
   private flushCredits(): void {
     clearTimeout(this.creditTimer);
     this.creditTimer = undefined;
-    const sends = this.credits;
+    const credits = this.credits;
     this.credits = [];
-    for (const send of sends) {
-      const landing = send();
+    for (const { send, landed } of credits) {
+      // Whatever becomes of the take (even a throw), the key's writes stop waiting for it.
+      const landing = Promise.resolve()
+        .then(send)
+        .catch(() => undefined)
+        .finally(landed);
       this.returning.add(landing);
       void landing.finally(() => this.returning.delete(landing));
     }

@@ -28,7 +28,11 @@ class FakeLeaseStore implements LeaseStore {
     return c && c.endsAt > this.clock.t ? c : undefined;
   }
 
+  /** A store whose take throws before it returns a promise (a client's bug, say). */
+  throwing = false;
+
   take(key: string, want: number, limit: number, windowMs: number, bounds: TakeBounds = {}) {
+    if (this.throwing) throw new Error('take threw');
     this.wants.push(want);
     const need = bounds.need ?? 1;
     const c = this.live(key) ?? { used: 0, endsAt: this.clock.t + windowMs };
@@ -374,6 +378,25 @@ describe('credit for a first write (quotas.lease.credit)', { timeout: 30_000 }, 
     assert.equal((await v).allowed, false, 'only 2 of its 4 points left');
     await creditsLand();
     assert.equal(points.overcredited, 0);
+    await book.close();
+  });
+
+  it("never leaves a key's writes waiting on a credited take, even one that throws", async () => {
+    const { store, book, points } = setUp(1, 1000, gateOf(presence()));
+    assert.ok((await book.consume('first', 1, 10, 60_000, S)).allowed);
+    store.throwing = true;
+    assert.ok((book.consume('k', 1, 10, 60_000, S) as { allowed: boolean }).allowed);
+    const next = book.consume('k', 1, 10, 60_000, S); // waits for the credited take
+    const settled = await Promise.race([
+      Promise.resolve(next).then(
+        () => 'settled',
+        () => 'settled',
+      ),
+      new Promise((r) => setTimeout(() => r('still waiting'), 1000)),
+    ]);
+    assert.equal(settled, 'settled');
+    assert.equal(points.overcredited, 1, 'the credited point Valkey never saw is counted');
+    store.throwing = false;
     await book.close();
   });
 
