@@ -122,6 +122,9 @@ export function thinSeries(
   return out;
 }
 
+/** A request the bench waits no longer for: its status is then 0, as for a failed one. */
+const REQUEST_TIMEOUT_MS = 30_000;
+
 function post(url: string, body: string, headers: Record<string, string> = {}): Promise<number> {
   return new Promise((resolve) => {
     const req = http.request(
@@ -131,12 +134,16 @@ function post(url: string, body: string, headers: Record<string, string> = {}): 
         headers: { 'content-type': 'application/json', ...headers },
         localAddress: '127.0.0.3',
         agent: false,
+        timeout: REQUEST_TIMEOUT_MS,
       },
       (res) => {
         res.resume();
         res.on('end', () => resolve(res.statusCode ?? 0));
+        // A response cut off before its end never ends: it counts as failed.
+        res.on('close', () => resolve(res.complete ? (res.statusCode ?? 0) : 0));
       },
     );
+    req.on('timeout', () => req.destroy(new Error('timed out')));
     req.on('error', () => resolve(0));
     req.end(body);
   });
@@ -144,6 +151,7 @@ function post(url: string, body: string, headers: Record<string, string> = {}): 
 
 async function multiplier(adminUrl: string): Promise<number> {
   const res = await fetch(`${adminUrl}/admin/flow-control`, {
+    signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
     headers: { authorization: `Bearer ${BENCH_ADMIN_TOKEN}` },
   });
   const body = (await res.json()) as { nodes: Record<string, { multiplier: number }> };
@@ -151,7 +159,8 @@ async function multiplier(adminUrl: string): Promise<number> {
 }
 
 async function feedCounters(metricsUrl: string) {
-  const text = await (await fetch(metricsUrl)).text();
+  const res = await fetch(metricsUrl, { signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
+  const text = await res.text();
   const value = (name: string, labels?: string) => parsePrometheusValue(text, name, labels) ?? 0;
   return {
     samples: value('sluice_feed_samples_total'),
