@@ -570,10 +570,11 @@ export class QuotaDecider {
     if (!limit) return null;
     const { base, points } = limit;
     const limiter = this.limiterFor(cls, identity.tier, base, points);
+    const bookKey = `${this.prefix(cls, identity.tier, base.windowSec)}:${identity.key}`;
+    // A write admitted on credit is in Valkey's count once its take lands: wait for it.
+    await this.leases?.settled(bookKey);
     const d = await limiter.peek(identity.key);
-    const lease: LeaseSnapshot | null = this.leases
-      ? this.leases.snapshot(`${this.prefix(cls, identity.tier, base.windowSec)}:${identity.key}`)
-      : null;
+    const lease: LeaseSnapshot | null = this.leases ? this.leases.snapshot(bookKey) : null;
     return {
       tier: identity.tier,
       limit: points,

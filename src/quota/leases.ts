@@ -213,6 +213,15 @@ export class LeaseBook {
     return Math.max(0, entry.endsAt - this.now());
   }
 
+  /**
+   * Resolves once what is under way for the key (a credited take on its way to Valkey, a
+   * take, a hand-back) has landed: a read of Valkey's count after it sees every write this
+   * gateway admitted for the key. Never rejects.
+   */
+  async settled(key: string): Promise<void> {
+    await this.entries.peek(key)?.pending?.catch(() => undefined);
+  }
+
   /** This gateway's lease on a key, or null when it holds none. */
   snapshot(key: string): LeaseSnapshot | null {
     const entry = this.entries.peek(key);

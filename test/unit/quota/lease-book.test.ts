@@ -16,6 +16,7 @@ import { creditGate } from '../../../src/quota/credit.js';
 import type { CreditGate } from '../../../src/quota/credit.js';
 import fc from 'fast-check';
 import { propertyParams } from '../../helpers/property-params.js';
+import { FakeValkey, manualClock } from '../../helpers/fake-valkey.js';
 import type { LeaseStore, TakeBounds } from '../../../src/store/lease.js';
 
 class FakeLeaseStore implements LeaseStore {
@@ -557,6 +558,28 @@ describe('the decider with leases', { timeout: 30_000 }, () => {
     clock.t += 60_000;
     assert.ok(!(writeAs('192.0.2.3') instanceof Promise), 'a window later: credit again');
     await creditsLand();
+    await decider.close();
+  });
+
+  it('shows a write admitted on credit in the admin view at once', async () => {
+    const clock = manualClock();
+    const valkey = new FakeValkey(clock.now);
+    const settings = settingsWith({ enabled: true });
+    const decider = new QuotaDecider(
+      valkey.store,
+      new Policy(settings),
+      new MultiplierBoard(['relay-a']),
+      settings,
+      { now: clock.now, presence: presence() },
+    );
+    const as = (ip: string) => makeIdentity('ip', ip, 'default', 'salt');
+    const writeAs = (ip: string) =>
+      decider.decide({ identity: as(ip), ip, cls: 'write', cost: 1, nodeId: 'relay-a' });
+    assert.equal((await writeAs('192.0.2.9'))!.admitted, true, 'teaches the window');
+    const credited = writeAs('192.0.2.1');
+    assert.ok(!(credited instanceof Promise) && credited!.admitted, 'admitted on credit');
+    const usage = await decider.usage(as('192.0.2.1'), 'write', 'relay-a');
+    assert.equal(usage!.consumed, 1, "Valkey's count, read once the credited take landed");
     await decider.close();
   });
 
