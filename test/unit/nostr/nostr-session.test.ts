@@ -24,9 +24,16 @@
  *   each AUTH is answered by the gateway, and none reaches the relay. [AUTH forwarded; the
  *   relay's challenge passed on]
  * - with authRequiredForWrites, no EVENT is forwarded before a pubkey is bound.
+ *
+ * One configuration charges authors through the real decider, with quota leases and credit
+ * for a first write as shipped (this process alone in its fleet), on an in-memory Valkey:
+ * credit is an input path (a forgery's author is charged on credit, its refund may come
+ * before the credited take lands), and the limits invariant holds there too, less only what
+ * the accuracy contract allows while Valkey fails. [the credit gate's filter left out]
  */
 import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import fc from 'fast-check';
 import { finalizeEvent, generateSecretKey, getPublicKey } from 'nostr-tools/pure';
 import type { Event } from 'nostr-tools/pure';
@@ -34,8 +41,12 @@ import type { ConnectionFacts } from '../../../src/gateway/admission.js';
 import { settleActions } from '../../helpers/settle.js';
 import { initSignatureVerifier, verifySignature } from '../../../src/nostr/frames.js';
 import { NostrSession } from '../../../src/nostr/session.js';
+import { QuotaDecider } from '../../../src/quota/decider.js';
 import type { QuotaDecision, QuotaRequest } from '../../../src/quota/decider.js';
-import type { QuotaDecider } from '../../../src/quota/decider.js';
+import type { Receipt } from '../../../src/quota/consume.js';
+import { after } from '../../../src/util/maybe.js';
+import type { Maybe } from '../../../src/util/maybe.js';
+import { FakeValkey } from '../../helpers/fake-valkey.js';
 import { admissionUnderTest } from '../../helpers/fake-admission-context.js';
 import type { AdmissionUnderTest } from '../../helpers/fake-admission-context.js';
 
@@ -47,6 +58,8 @@ const CHALLENGE = 'challenge-0';
 /** A NIP-42 relay's own challenge in front of a gateway that issues its own. */
 const RELAY_CHALLENGE = 'relay-challenge-0';
 const IP = '203.0.113.9';
+/** Longer than the lease book's CREDIT_BATCH_MS, after which credited takes are sent. */
+const CREDIT_LANDS_MS = 8;
 /** Events signed per key: twice an author's limit. */
 const PER_KEY = 2 * LIMIT;
 
@@ -56,6 +69,18 @@ class CountingDecider {
   readonly asks: { value: string; cost: number; cls: string; admitted: boolean; id?: string }[] =
     [];
   failing = false;
+
+  /** The address may send more than one author may write: the author's limit shows. */
+  protected addressLimit = 4 * LIMIT;
+
+  limitOf(value: string): number {
+    return value.startsWith('ip:') ? this.addressLimit : LIMIT;
+  }
+
+  /** Valkey fails, or is back. */
+  setFailing(failing: boolean): void {
+    this.failing = failing;
+  }
   storeDown = false;
   /** The event id the pump is working on: charges are attributed to it. */
   attribution: string | undefined;
@@ -63,11 +88,11 @@ class CountingDecider {
   /** Refunds by value: given back, and lost (asked while Valkey failed). */
   readonly refunds: { value: string; cost: number; id?: string; lost: boolean }[] = [];
 
-  decide(req: QuotaRequest): Promise<QuotaDecision | null> {
+  decide(req: QuotaRequest): Maybe<QuotaDecision | null> {
     const value = req.identity.value;
     const counter = `${req.cls}:${value}`;
     const used = this.used.get(counter) ?? 0;
-    const limit = limitOf(value);
+    const limit = this.limitOf(value);
     const admitted = !this.failing && used + req.cost <= limit;
     if (admitted) this.used.set(counter, used + req.cost);
     this.asks.push({ value, cost: req.cost, cls: req.cls, admitted, id: this.attribution });
@@ -99,6 +124,12 @@ class CountingDecider {
     return charged - refunded;
   }
 
+  /** What the accuracy contract lets an identity be admitted past its limit: nothing here. */
+  allowance(value: string): number {
+    void value;
+    return 0;
+  }
+
   /** Refunds of an identity that could not be made. */
   lost(value: string): number {
     return this.refunds.filter((r) => r.value === value && r.lost).length;
@@ -111,13 +142,105 @@ class CountingDecider {
 
   knownOverLimit(req: Omit<QuotaRequest, 'cost' | 'ip'>): QuotaDecision | null {
     const used = this.used.get(`${req.cls}:${req.identity.value}`) ?? 0;
-    return used >= limitOf(req.identity.value) ? decision(false) : null;
+    return used >= this.limitOf(req.identity.value) ? decision(false) : null;
   }
 }
 
-/** The address may send more than one author may write: the author's limit shows. */
-function limitOf(value: string): number {
-  return value.startsWith('ip:') ? 4 * LIMIT : LIMIT;
+/**
+ * Authors charged by the real decider with leases and credit, as shipped to a gateway alone in
+ * its fleet, on an in-memory Valkey; the address counted as CountingDecider counts it. Asks and
+ * refunds are recorded alike, so every invariant reads them the same way; `failing` fails the
+ * in-memory Valkey, and the decider insures (its shipped onStoreFailure).
+ */
+class LeasedAuthors extends CountingDecider {
+  readonly valkey = new FakeValkey(() => this.clock);
+  private readonly real: QuotaDecider;
+  /** The decider's clock: it moves only past the store breaker's pause, within one window. */
+  private clock = Date.now();
+  private readonly windowEnds = this.clock + 30_000;
+  /** Points admitted on the insured share, by identity: the contract's allowance while Valkey fails. */
+  readonly insured = new Map<string, number>();
+  /** Leased points by what happened to them. */
+  readonly points = { credited: 0, overcredited: 0 };
+  /** The authors' limits are what this configuration is about: the address rarely binds. */
+  protected override addressLimit = 20 * LIMIT;
+  /** Lease takes that failed, by counter key (`<prefix>:<client key>`). */
+  private readonly failedTakes = new Map<string, number>();
+  /** Each author's client key, as the decider was asked. */
+  private readonly keyOf = new Map<string, string>();
+
+  constructor(under: AdmissionUnderTest) {
+    super();
+    const { leases } = this.valkey;
+    const take = leases.take.bind(leases);
+    leases.take = (key, ...rest) => {
+      const taking = take(key, ...rest);
+      taking.catch(() => this.failedTakes.set(key, (this.failedTakes.get(key) ?? 0) + 1));
+      return taking;
+    };
+    const { policy, board } = under.ctx;
+    this.real = new QuotaDecider(this.valkey.store, policy, board, under.config.quotas, {
+      now: () => this.clock,
+      presence: { alone: () => true },
+      onLeasePoints: (event, n) => {
+        if (event === 'credited' || event === 'overcredited') this.points[event] += n;
+      },
+    });
+  }
+
+  /** As the decider answers: at once from memory (a leased point, a credit), else later. */
+  override decide(req: QuotaRequest): Maybe<QuotaDecision | null> {
+    const value = req.identity.value;
+    if (!value.startsWith('pk:')) return super.decide(req);
+    this.keyOf.set(value, req.identity.key);
+    const ask = { value, cost: req.cost, cls: req.cls, admitted: false, id: this.attribution };
+    this.asks.push(ask);
+    return after(this.real.decide(req), (d) => {
+      ask.admitted = d === null || d.admitted;
+      if (d?.admitted && d.outcome === 'insured') {
+        this.insured.set(value, (this.insured.get(value) ?? 0) + req.cost);
+      }
+      return d;
+    });
+  }
+
+  override async refund(req: QuotaRequest, receipt: unknown): Promise<boolean> {
+    const value = req.identity.value;
+    if (!value.startsWith('pk:')) return super.refund(req, receipt);
+    const id = this.attribution;
+    const given = await this.real.refund(req, receipt as Receipt | undefined);
+    this.refunds.push({ value, cost: req.cost, id, lost: !given });
+    return given;
+  }
+
+  override knownOverLimit(req: Omit<QuotaRequest, 'cost' | 'ip'>): QuotaDecision | null {
+    if (!req.identity.value.startsWith('pk:')) return super.knownOverLimit(req);
+    return this.real.knownOverLimit(req);
+  }
+
+  /**
+   * Past its limit while Valkey fails: what the insured share admitted, and credits whose
+   * take failed (counted there too, never in Valkey; the process's total, an upper bound).
+   */
+  /**
+   * At once, as a real Valkey fails (a credited take in flight fails too); when it is back,
+   * the clock moves past the breaker's pause (quotas.retryStoreAfterMs), so Valkey is asked
+   * again.
+   */
+  override setFailing(failing: boolean): void {
+    const recovers = this.failing && !failing;
+    super.setFailing(failing);
+    this.valkey.failing = failing;
+    if (recovers) this.clock = Math.min(this.clock + 1001, this.windowEnds);
+  }
+
+  override allowance(value: string): number {
+    return (this.insured.get(value) ?? 0) + this.points.overcredited;
+  }
+
+  close(): Promise<void> {
+    return this.real.close();
+  }
 }
 
 function decision(admitted: boolean, outcome?: 'error'): QuotaDecision {
@@ -205,6 +328,8 @@ interface Config {
   /** nostr.auth.challenge: whose challenge the client answers. */
   challenge: 'relay' | 'gateway';
   authRequiredForWrites: boolean;
+  /** Authors charged by the real decider with leases and credit (LeasedAuthors). */
+  leases: boolean;
   /** The relay answers a REQ of an open id CLOSED and keeps the old subscription. */
   relayKeepsOnReReq: boolean;
   /**
@@ -291,7 +416,7 @@ class ModelRelay {
 /** One connection through the real admission step and session to the model relay. */
 class World {
   readonly under: AdmissionUnderTest;
-  readonly decider = new CountingDecider();
+  readonly decider: CountingDecider;
   readonly relay: ModelRelay;
   readonly conn: ConnectionFacts;
   clientOpen = true;
@@ -326,6 +451,7 @@ class World {
       },
       [],
     );
+    this.decider = config.leases ? new LeasedAuthors(this.under) : new CountingDecider();
     this.under.ctx.decider = this.decider as unknown as QuotaDecider;
     this.relay = new ModelRelay(config);
     const { admission } = this.under;
@@ -489,7 +615,9 @@ class World {
     if (!authorCharged) return;
     for (const pk of pubkeys) {
       const stored = this.relay.storedFresh.filter((e) => e.pubkey === pk).length;
-      const bound = this.config.verify === 'relay' ? LIMIT + this.maxAwaiting : LIMIT;
+      const bound =
+        (this.config.verify === 'relay' ? LIMIT + this.maxAwaiting : LIMIT) +
+        this.decider.allowance(`pk:${pk}`);
       assert.ok(stored <= bound, `${stored} events of one author stored, bound ${bound}`);
       if (this.config.verify === 'relay') continue;
       // An author pays for what the relay said it stored (or never answered), and for no event
@@ -519,6 +647,9 @@ const reached = {
   pessimistic: 0,
   stored: 0,
   bound: 0,
+  credited: 0,
+  overcredited: 0,
+  insured: 0,
 };
 
 type Cmd = fc.AsyncCommand<object, World>;
@@ -558,15 +689,25 @@ const reqCommand = fc
   .constantFrom('a', 'b', 'c')
   .map((s) => cmd(`REQ ${s}`, (w) => w.client(['REQ', s, { kinds: [1] }])));
 
-/** One author's events one after the other, each answered: the author's limit shows. */
+/**
+ * One author's events one after the other, from the `from`th on, each answered: the author's
+ * limit shows (events already sent are duplicates, which cost nothing). Spaced: with leases,
+ * the credited takes land between them, as between an author's writes minutes apart.
+ */
 const burstCommand = fc
-  .record({ key: fc.nat(2), count: fc.integer({ min: 1, max: PER_KEY }) })
-  .map(({ key, count }) =>
-    cmd(`burst of ${count} from ${key}`, async (w) => {
-      for (let n = 0; n < count; n++) {
+  .record({
+    key: fc.nat(2),
+    from: fc.nat(PER_KEY - 1),
+    count: fc.integer({ min: 1, max: PER_KEY }),
+    spaced: fc.boolean(),
+  })
+  .map(({ key, from, count, spaced }) =>
+    cmd(`burst of ${count} from ${key} at ${from}${spaced ? ', spaced' : ''}`, async (w) => {
+      for (let n = from; n < Math.min(from + count, PER_KEY); n++) {
         await w.client(['EVENT', genuine[key * PER_KEY + n]!]);
         w.relay.answer(Number.MAX_SAFE_INTEGER, true);
         await w.deliver(Number.MAX_SAFE_INTEGER);
+        if (spaced && w.config.leases) await sleep(CREDIT_LANDS_MS);
       }
     }),
   );
@@ -579,8 +720,19 @@ const twinCommand = fc.record({ pick: fc.nat(20), other: fc.nat(2) }).map(({ pic
   }),
 );
 
+/**
+ * Time passes for the credited takes (sent in batches, CREDIT_BATCH_MS after their credit):
+ * they land, as they would between an author's writes minutes apart. Only with leases.
+ */
+const creditsLandCommand = fc.constant(
+  cmd('credited takes land', async (w) => {
+    if (w.config.leases) await sleep(CREDIT_LANDS_MS);
+  }),
+);
+
 /** Weighted by repetition: events, answers and deliveries are most of a connection's life. */
 const commands = [
+  creditsLandCommand,
   burstCommand,
   twinCommand,
   eventCommand,
@@ -600,7 +752,7 @@ const commands = [
   fc.boolean().map((ok) => cmd(`relay answers AUTH ${ok}`, (w) => w.relay.answerAuth(ok))),
   fc.boolean().map((failing) =>
     cmd(`valkey ${failing ? 'fails' : 'back'}`, (w) => {
-      w.decider.failing = failing;
+      w.decider.setFailing(failing);
       w.under.kv.failing = failing;
     }),
   ),
@@ -632,7 +784,22 @@ const configs: Config[] = [
     auth: true,
     challenge: 'gateway',
   },
-].map((c) => ({ auth: false, challenge: 'relay', authRequiredForWrites: false, ...c }) as Config);
+  {
+    name: 'leases and credit, gateway verifies',
+    order: ['pubkey', 'ip'],
+    verify: 'auto',
+    leases: true,
+  },
+].map(
+  (c) =>
+    ({
+      auth: false,
+      challenge: 'relay',
+      authRequiredForWrites: false,
+      leases: false,
+      ...c,
+    }) as Config,
+);
 
 /**
  * fc.assert, with the broken invariant's own message in the failure (fast-check keeps it as
@@ -651,6 +818,44 @@ async function assertShowingCause<Ts>(
     throw err;
   }
 }
+
+describe('credit for a first write, through the session', { timeout: 60_000 }, () => {
+  before(() => initSignatureVerifier());
+
+  it('an author whose first write was credited, writing past its limit with its takes landed between writes, stores exactly its limit', async () => {
+    const config = configs.find((c) => c.leases)!;
+    const world = new World({
+      ...config,
+      relayKeepsOnReReq: false,
+      relayAnswersAuth: false,
+      relayTrustsKnownIds: false,
+    });
+    const write = async (event: Event) => {
+      await world.client(['EVENT', event]);
+      world.relay.answer(Number.MAX_SAFE_INTEGER, true);
+      await world.deliver(Number.MAX_SAFE_INTEGER);
+      await sleep(CREDIT_LANDS_MS);
+    };
+    // Another author first: the first take of a window length teaches credit that length.
+    await write(genuine[PER_KEY]!);
+    const decider = world.decider as LeasedAuthors;
+    const creditedBefore = decider.points.credited;
+    for (let n = 0; n < PER_KEY; n++) await write(genuine[n]!);
+    assert.ok(decider.points.credited > creditedBefore, 'its first write was credited');
+    const stored = world.relay.storedFresh.filter((e) => e.pubkey === pubkeys[0]).length;
+    assert.equal(stored, LIMIT, 'stored: exactly the limit');
+    const refused = world.clientGot.filter((m) => m[0] === 'OK' && m[2] === false);
+    assert.equal(refused.length, PER_KEY - LIMIT, 'the rest refused');
+    assert.ok(
+      refused.every((m) => String(m[3]).startsWith('rate-limited:')),
+      'by quota',
+    );
+    await world.upstreamGone();
+    world.checkAlways();
+    world.checkSettled();
+    await decider.close();
+  });
+});
 
 describe('the Nostr session over generated interleavings', { timeout: 240_000 }, () => {
   // The gateway's verifier as it serves (nostr-wasm), not the pure-JS fallback, many times dearer.
@@ -674,7 +879,7 @@ describe('the Nostr session over generated interleavings', { timeout: 240_000 },
             await world.deliver(1); // the relay's AUTH challenge, when it sends one
             await fc.asyncModelRun(() => ({ model: {}, real: world }), cmds);
             // Settle: the relay answers what it holds, its messages arrive, its socket closes.
-            world.decider.failing = false;
+            world.decider.setFailing(false);
             world.under.kv.failing = false;
             while (world.upstreamOpen && world.relay.pendingEvents.length > 0) {
               world.relay.answer(0, true);
@@ -684,6 +889,12 @@ describe('the Nostr session over generated interleavings', { timeout: 240_000 },
             world.checkAlways();
             world.checkSettled();
             reached.stored += world.relay.storedFresh.length;
+            if (world.decider instanceof LeasedAuthors) {
+              reached.credited += world.decider.points.credited;
+              reached.overcredited += world.decider.points.overcredited;
+              for (const n of world.decider.insured.values()) reached.insured += n;
+              await world.decider.close();
+            }
           },
         ),
         { numRuns: 300 },
@@ -692,6 +903,8 @@ describe('the Nostr session over generated interleavings', { timeout: 240_000 },
       if (base.verify === 'relay') expected.push('charge-author', 'pessimistic');
       else if (base.order.includes('pubkey')) expected.push('claim', 'refund-author');
       if (base.auth) expected.push('bound');
+      if (base.leases) expected.push('credited', 'insured');
+      if (process.env.SHOW_REACHED) console.log(base.name, reached);
       if (base.challenge === 'gateway') expected.push('withhold');
       else if (base.auth) expected.push('unbind');
       for (const path of expected) {
