@@ -904,7 +904,6 @@ describe('the Nostr session over generated interleavings', { timeout: 240_000 },
       else if (base.order.includes('pubkey')) expected.push('claim', 'refund-author');
       if (base.auth) expected.push('bound');
       if (base.leases) expected.push('credited', 'insured');
-      if (process.env.SHOW_REACHED) console.log(base.name, reached);
       if (base.challenge === 'gateway') expected.push('withhold');
       else if (base.auth) expected.push('unbind');
       for (const path of expected) {
