@@ -69,6 +69,12 @@ class CountingDecider {
   readonly asks: { value: string; cost: number; cls: string; admitted: boolean; id?: string }[] =
     [];
   failing = false;
+  storeDown = false;
+  /** The event id the pump is working on: charges are attributed to it. */
+  attribution: string | undefined;
+
+  /** Refunds by value: given back, and lost (asked while Valkey failed). */
+  readonly refunds: { value: string; cost: number; id?: string; lost: boolean }[] = [];
 
   /** The address may send more than one author may write: the author's limit shows. */
   protected addressLimit = 4 * LIMIT;
@@ -81,12 +87,6 @@ class CountingDecider {
   setFailing(failing: boolean): void {
     this.failing = failing;
   }
-  storeDown = false;
-  /** The event id the pump is working on: charges are attributed to it. */
-  attribution: string | undefined;
-
-  /** Refunds by value: given back, and lost (asked while Valkey failed). */
-  readonly refunds: { value: string; cost: number; id?: string; lost: boolean }[] = [];
 
   decide(req: QuotaRequest): Maybe<QuotaDecision | null> {
     const value = req.identity.value;
@@ -219,10 +219,6 @@ class LeasedAuthors extends CountingDecider {
   }
 
   /**
-   * Past its limit while Valkey fails: what the insured share admitted, and credits whose
-   * take failed (counted there too, never in Valkey; the process's total, an upper bound).
-   */
-  /**
    * At once, as a real Valkey fails (a credited take in flight fails too); when it is back,
    * the clock moves past the breaker's pause (quotas.retryStoreAfterMs), so Valkey is asked
    * again.
@@ -234,8 +230,16 @@ class LeasedAuthors extends CountingDecider {
     if (recovers) this.clock = Math.min(this.clock + 1001, this.windowEnds);
   }
 
+  /**
+   * Past its limit while Valkey fails (the accuracy contract): what the insured share
+   * admitted, and a credit whose take failed (never counted in Valkey), bounded here by the
+   * author's failed takes. A credited take Valkey refused allows nothing.
+   */
   override allowance(value: string): number {
-    return (this.insured.get(value) ?? 0) + this.points.overcredited;
+    const key = this.keyOf.get(value);
+    let failed = 0;
+    for (const [counter, n] of this.failedTakes) if (counter.endsWith(`:${key}`)) failed += n;
+    return (this.insured.get(value) ?? 0) + failed;
   }
 
   close(): Promise<void> {
