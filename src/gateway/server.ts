@@ -101,14 +101,13 @@ export async function buildGateway(
   const trust = startTrustGraph(config, policy, metrics, log);
   // Pressure on: each node's write budget is learned by its feed (pressure/budget).
   const learned = config.pressure.enabled ? new LearnedBudgets() : undefined;
-  // Every gateway process with quotas says it is there, so that one alone may give credit.
-  const presence = config.quotas.enabled
-    ? new FleetPresence(store.presence, {
-        key: `${config.quotas.keyPrefix}:presence`,
-        longestWindowMs: () => longestWindowMs(ctx.config.quotas),
-        onError: (err) => log.debug({ err }, 'gateway presence heartbeat failed'),
-      })
-    : undefined;
+  // Every gateway process with quotas on says it is there, so that one alone may give credit:
+  // under the quotas' key in force (a reload may move them, or turn them on).
+  const presence = new FleetPresence(store.presence, {
+    key: () => (ctx.config.quotas.enabled ? `${ctx.config.quotas.keyPrefix}:presence` : undefined),
+    longestWindowMs: () => longestWindowMs(ctx.config.quotas),
+    onError: (err) => log.debug({ err }, 'gateway presence heartbeat failed'),
+  });
   const decider = createDecider({ config, store, policy, board, metrics, log, learned, presence });
   const admittedTally = createAdmittedTally(config, store, log);
   const services = {
@@ -125,7 +124,7 @@ export async function buildGateway(
   const ctx: GatewayContext = { ...services, address, admission: new Admission(services) };
   if (config.pressure.avoidEmergency) pool.avoid((id) => board.get(id).emergency === true);
 
-  await presence?.start();
+  await presence.start();
   await pool.start();
   const pressure = createPressureFollower({ config, store, board, metrics, log, learned });
   await pressure?.start();
@@ -139,7 +138,7 @@ export async function buildGateway(
     ctx,
     async close() {
       trust?.stop();
-      presence?.stop();
+      presence.stop();
       pool.stop();
       await Promise.allSettled([app.close(), admin.close(), pressure?.stop()]);
       await admittedTally?.stop().catch(() => undefined);
@@ -183,7 +182,7 @@ function createDecider({
   log,
   learned,
   presence,
-}: Parts & { policy: Policy; presence: Presence | undefined }) {
+}: Parts & { policy: Policy; presence: Presence }) {
   const callOk = metrics.valkeyCall.labels({ client: store.client, result: 'ok' });
   const callFailed = metrics.valkeyCall.labels({ client: store.client, result: 'error' });
   return new QuotaDecider(store, policy, board, config.quotas, {
@@ -197,7 +196,7 @@ function createDecider({
     ),
     ...(learned ? { learnedBudgets: learned } : {}),
     nodeCount: config.upstreams.length,
-    ...(presence ? { presence } : {}),
+    presence,
   });
 }
 

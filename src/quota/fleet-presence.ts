@@ -11,8 +11,12 @@ export const PRESENCE_BEAT_MS = 500;
 export const PRESENCE_VALID_MS = 2 * PRESENCE_BEAT_MS;
 
 export interface FleetPresenceOptions {
-  /** The presence set of these quotas (`<quotas.keyPrefix>:presence`). */
-  key: string;
+  /**
+   * The presence set of the quotas in force (`<quotas.keyPrefix>:presence`), read at each
+   * beat, so a reload that moves the quotas moves the beat with them; undefined while quotas
+   * are off (no beat: such a process takes nothing, and is not alone).
+   */
+  key: () => string | undefined;
   /** The longest quota window now configured, in ms (read at each beat: reloads change it). */
   longestWindowMs: () => number;
   onError?: (err: unknown) => void;
@@ -23,7 +27,7 @@ export interface FleetPresenceOptions {
 /**
  * This process's heartbeat in the presence set of its quotas, and what the last one saw.
  * Every gateway process with quotas on beats, whether or not it grants credit itself, so that
- * one that does sees it. An id counts for a window (and the beats' slack) after its last
+ * one that does sees it; one whose quotas a reload turns on beats from then on. An id counts for a window (and the beats' slack) after its last
  * beat: a gateway restarted, or a second one started, ends credit until every key another
  * process could have taken for has expired.
  */
@@ -63,13 +67,18 @@ export class FleetPresence implements Presence {
   /** One heartbeat; a failure or another process seen ends the confirmation at once. */
   async beat(): Promise<void> {
     if (this.beating) return;
+    const key = this.opts.key();
+    if (key === undefined) {
+      this.aloneUntil = -Infinity;
+      return;
+    }
     this.beating = true;
     const sentAt = this.now();
     try {
       // Never shorter than before: keys taken under a longer window (before a reload) live on.
       const retainMs = Math.ceil(this.opts.longestWindowMs() + 2 * PRESENCE_VALID_MS);
       this.retainMs = Math.max(this.retainMs, retainMs);
-      const others = await this.store.beat(this.opts.key, this.id, this.retainMs);
+      const others = await this.store.beat(key, this.id, this.retainMs);
       this.aloneUntil = others === 0 && !this.stopped ? sentAt + PRESENCE_VALID_MS : -Infinity;
     } catch (err) {
       this.aloneUntil = -Infinity;

@@ -25,7 +25,7 @@ for (const mode of MODES) {
 
     it('is alone only while no other process beat within the longest window', async () => {
       const key = `${uniquePrefix('presence')}:presence`;
-      const opts = { key, longestWindowMs: () => 1000 };
+      const opts = { key: () => key, longestWindowMs: () => 1000 };
       const first = new FleetPresence(store().presence, opts);
       await first.start();
       assert.equal(first.alone(), true, 'the first process is alone');
@@ -47,6 +47,34 @@ for (const mode of MODES) {
       );
       first.stop();
       assert.equal(first.alone(), false, 'a stopped presence confirms nothing');
+    });
+
+    it("beats under the quotas' key in force, and not at all while quotas are off", async () => {
+      const before = `${uniquePrefix('presence')}:presence`;
+      const moved = `${uniquePrefix('presence')}:presence`;
+      let key: string | undefined = undefined; // quotas off at start
+      const reloaded = new FleetPresence(store().presence, {
+        key: () => key,
+        longestWindowMs: () => 1000,
+      });
+      await reloaded.start();
+      assert.equal(reloaded.alone(), false, 'quotas off: not alone, and no beat');
+      const there = new FleetPresence(store().presence, {
+        key: () => moved,
+        longestWindowMs: () => 1000,
+      });
+      await there.start();
+      assert.equal(there.alone(), true, 'nobody beat under the key while quotas were off');
+      key = before; // a reload turns quotas on
+      await reloaded.beat();
+      assert.equal(reloaded.alone(), true, 'alone under its own key');
+      key = moved; // a reload moves the quotas (quotas.keyPrefix) where the other one is
+      await reloaded.beat();
+      assert.equal(reloaded.alone(), false, 'it sees the process already under the new key');
+      await there.beat();
+      assert.equal(there.alone(), false, 'and that one sees it');
+      reloaded.stop();
+      there.stop();
     });
   });
 }
