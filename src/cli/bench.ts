@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { registerBenchRun, registerRelayInstall } from './bench-run.js';
+import { registerBenchPair } from './bench-pair.js';
 import { registerPeer } from './bench-peer.js';
 import { registerWsFloor } from './bench-ws-floor.js';
 import { registerBenchPlan } from './bench-plan.js';
@@ -21,6 +22,7 @@ export function registerBench(program: Command): void {
     .command('bench')
     .description('benchmarks: bench run (what run-all.sh drives), and single-purpose measurements');
   registerBenchRun(bench);
+  registerBenchPair(bench);
   registerBenchPlan(bench);
   registerRelayInstall(bench);
   registerPeer(bench);

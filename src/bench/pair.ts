@@ -1,0 +1,214 @@
+/**
+ * Two front ends measured side by side in one run (`sluice bench pair`): both under the HTTP
+ * `light` load at the same time, on one reference relay and one Valkey, so that whatever the
+ * machine does to one (other tenants, frequency, the scheduler) it does to the other. Sequential
+ * runs of one configuration move by a third here; the ratio of two measured at once moves by a
+ * few percent.
+ *
+ * The two slots are not alike (the first gateway started, the first load's connections): two
+ * identical front ends differ by about 6% in rate. So a pair runs twice, A in the first slot
+ * then B, each time with fresh processes, and the figure is the geometric mean of the two
+ * orders' ratios, in which a slot's own advantage cancels.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { startGateway, startRelay } from '../harness/processes.js';
+import type { NodeAddress } from '../store/options.js';
+import { clientBodies } from './run/client-bodies.js';
+import { clientOf, parseTarget } from './run/config.js';
+import type { RunConfig } from './run/config.js';
+import { eventPool, preload } from './run/event-pool.js';
+import { benchGatewayConfig } from './run/gateway-config.js';
+import { runHttpLoad } from './run/http-load.js';
+import { clientAddress, keySampler } from './run/keys.js';
+import { ProcessSampler } from './run/proc-sampler.js';
+
+export interface PairOptions {
+  /** Implementations as `bench run` names them (quotas-off, iovalkey+lease, ...). */
+  a: string;
+  b: string;
+  valkey: NodeAddress;
+  /** Connections of each front end's load. */
+  connections: number;
+  keys: number;
+  warmupSec: number;
+  durationSec: number;
+  /** Measured windows per slot order. */
+  rounds: number;
+  log?: (line: string) => void;
+}
+
+export interface SideFigures {
+  requestsPerSec: number;
+  /** The front end's CPU over the window per request it answered. */
+  cpuMsPerRequest: number;
+  /** Answers other than 2xx, and errors: a pair with any is not a fair comparison. */
+  failed: number;
+}
+
+export interface PairRound {
+  /** Which implementation had the first slot. */
+  first: 'a' | 'b';
+  a: SideFigures;
+  b: SideFigures;
+  /** b's over a's. */
+  rateRatio: number;
+  cpuRatio: number;
+}
+
+export interface PairResult {
+  a: string;
+  b: string;
+  rounds: PairRound[];
+  /** Geometric means over every round of both orders: b's rate (CPU a request) over a's. */
+  rateRatio: number;
+  cpuRatio: number;
+}
+
+const POOL_SIZE = 500;
+const MAX_BODY_BYTES = 64 * 1024;
+const QUOTA = { points: 6000, windowSec: 60 };
+
+/** The `bench run` configuration of one side (what its gateway is configured from). */
+function sideConfig(name: string, opts: PairOptions): RunConfig {
+  const { implementation, mode } = parseTarget(name);
+  if (implementation === 'relay-alone' || implementation.startsWith('ws-floor')) {
+    throw new Error(`${name} is not an HTTP front end: bench pair compares gateways over HTTP`);
+  }
+  if (implementation === 'fastify-rate-limit') {
+    throw new Error('bench pair runs sluice gateways (quotas off, or a Valkey client)');
+  }
+  return {
+    implementation,
+    client: clientOf(implementation),
+    mode,
+    workload: 'light',
+    transport: 'http',
+    connections: opts.connections,
+    durationSec: opts.durationSec,
+    warmupSec: opts.warmupSec,
+    run: 1,
+    runs: 1,
+    keys: opts.keys,
+    distribution: 'uniform',
+    zipfExponent: null,
+    floodShare: null,
+    quota: QUOTA,
+    inMemoryBlock: true,
+    relayWorkIterations: 0,
+    law: null,
+    seed: 1,
+    relayImpl: 'reference',
+    freshEvents: null,
+    workers: 1,
+    cpus: null,
+    loadCpus: null,
+    rate: null,
+  };
+}
+
+/** Geometric mean: the mean of ratios whose inverses are as likely as they. */
+export function geometricMean(values: readonly number[]): number {
+  if (values.length === 0) throw new RangeError('no values');
+  return Math.exp(values.reduce((sum, v) => sum + Math.log(v), 0) / values.length);
+}
+
+export async function runPair(opts: PairOptions): Promise<PairResult> {
+  const configs = { a: sideConfig(opts.a, opts), b: sideConfig(opts.b, opts) };
+  if (configs.a.mode !== configs.b.mode) {
+    throw new Error('bench pair: both sides on one Valkey topology (one --valkey)');
+  }
+  const rounds: PairRound[] = [];
+  for (const first of ['a', 'b'] as const) {
+    rounds.push(...(await oneOrder(configs, first, opts)));
+  }
+  return {
+    a: opts.a,
+    b: opts.b,
+    rounds,
+    rateRatio: geometricMean(rounds.map((r) => r.rateRatio)),
+    cpuRatio: geometricMean(rounds.map((r) => r.cpuRatio)),
+  };
+}
+
+/** One relay and two fresh gateways, `first`'s started first; warm-up, then the rounds. */
+async function oneOrder(
+  configs: { a: RunConfig; b: RunConfig },
+  first: 'a' | 'b',
+  opts: PairOptions,
+): Promise<PairRound[]> {
+  const log = opts.log ?? (() => undefined);
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'sluice-bench-pair-'));
+  const stops: (() => Promise<unknown>)[] = [];
+  try {
+    const relay = await startRelay({
+      nodeId: 'relay-a',
+      dataDir: path.join(dir, 'relay'),
+      fresh: true,
+      workIterations: 0,
+    });
+    stops.push(() => relay.stop());
+    const pool = eventPool(POOL_SIZE, 1);
+    await preload(relay.url, pool);
+    const order = first === 'a' ? (['a', 'b'] as const) : (['b', 'a'] as const);
+    const fronts = {} as Record<'a' | 'b', { url: string; pid: number }>;
+    for (const side of order) {
+      const gw = await startGateway(
+        benchGatewayConfig(configs[side], opts.valkey, relay.url, MAX_BODY_BYTES),
+        path.join(dir, `gateway-${side}.json`),
+      );
+      stops.push(() => gw.proc.stop());
+      fronts[side] = { url: gw.url, pid: gw.proc.pid };
+    }
+    const loadOf = (side: 'a' | 'b', seed: number) => {
+      const pick = keySampler({ keys: opts.keys, distribution: 'uniform', zipfExponent: 1, seed });
+      const bodyFor = clientBodies(pool);
+      return (durationSec: number) =>
+        runHttpLoad({
+          url: fronts[side].url,
+          connections: opts.connections,
+          durationSec,
+          bodyFor,
+          headersFor: () => ({ 'x-forwarded-for': clientAddress(pick()) }),
+        });
+    };
+    // Each load in slot order: the first slot's first, whichever side holds it.
+    const loads = order.map((side, i) => ({ side, run: loadOf(side, 11 + i) }));
+    log(`  ${order.join(' then ')}: warm-up ${opts.warmupSec}s`);
+    await Promise.all(loads.map((l) => l.run(opts.warmupSec)));
+    const rounds: PairRound[] = [];
+    for (let r = 0; r < opts.rounds; r++) {
+      const sampler = new ProcessSampler(
+        order.map((side) => ({ role: 'gateway' as const, name: side, pid: fronts[side].pid })),
+      );
+      sampler.start();
+      const results = await Promise.all(loads.map((l) => l.run(opts.durationSec)));
+      const usage = sampler.stop();
+      const figures = {} as Record<'a' | 'b', SideFigures>;
+      order.forEach((side, i) => {
+        const { counts } = results[i]!;
+        const answered = counts.ok2xx;
+        figures[side] = {
+          requestsPerSec: answered / opts.durationSec,
+          cpuMsPerRequest: (usage[i]!.cpuMs ?? NaN) / answered,
+          failed: counts.requests - counts.ok2xx,
+        };
+      });
+      const round: PairRound = {
+        first,
+        ...figures,
+        rateRatio: figures.b.requestsPerSec / figures.a.requestsPerSec,
+        cpuRatio: figures.b.cpuMsPerRequest / figures.a.cpuMsPerRequest,
+      };
+      log(
+        `  ${first} first, round ${r + 1}: b/a rate ${round.rateRatio.toFixed(3)}, CPU a request ${round.cpuRatio.toFixed(3)}`,
+      );
+      rounds.push(round);
+    }
+    return rounds;
+  } finally {
+    for (const stop of stops.reverse()) await stop().catch(() => undefined);
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
