@@ -6,7 +6,7 @@
  * few percent.
  *
  * The two slots are not alike (the first gateway started, the first load's connections): two
- * identical front ends differ by about 6% in rate. So a pair runs twice, A in the first slot
+ * identical front ends differ by 2-5% in rate a round. So a pair runs twice, A in the first slot
  * then B, each time with fresh processes, and the figure is the geometric mean of the two
  * orders' ratios, in which a slot's own advantage cancels.
  */
@@ -16,7 +16,7 @@ import path from 'node:path';
 import { startGateway, startRelay } from '../harness/processes.js';
 import type { NodeAddress } from '../store/options.js';
 import { clientBodies } from './run/client-bodies.js';
-import { clientOf, parseTarget } from './run/config.js';
+import { clientOf, isWsFloor, parseTarget } from './run/config.js';
 import type { RunConfig } from './run/config.js';
 import { eventPool, preload } from './run/event-pool.js';
 import { benchGatewayConfig } from './run/gateway-config.js';
@@ -73,7 +73,7 @@ const QUOTA = { points: 6000, windowSec: 60 };
 /** The `bench run` configuration of one side (what its gateway is configured from). */
 function sideConfig(name: string, opts: PairOptions): RunConfig {
   const { implementation, mode } = parseTarget(name);
-  if (implementation === 'relay-alone' || implementation.startsWith('ws-floor')) {
+  if (implementation === 'relay-alone' || isWsFloor(implementation)) {
     throw new Error(`${name} is not an HTTP front end: bench pair compares gateways over HTTP`);
   }
   if (implementation === 'fastify-rate-limit') {
