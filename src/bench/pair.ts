@@ -6,13 +6,20 @@
  * few percent.
  *
  * The two slots are not alike (the first gateway started, the first load's connections): two
- * identical front ends differ by 2-5% in rate a round. So a pair runs twice, A in the first slot
- * then B, each time with fresh processes, and the figure is the geometric mean of the two
- * orders' ratios, in which a slot's own advantage cancels.
+ * identical front ends differ by 2-5% in rate a round, and up to 15% when the scheduler places
+ * them unevenly. So a pair runs in orders, A in the first slot then B, each time with fresh
+ * processes, and the figure is the geometric mean of every round's ratio, in which a slot's own
+ * advantage cancels.
+ *
+ * Pinned (`gatewayCpus`, `loadCpus`), both gateways share the same cores under one scheduler
+ * while the relay and the load run on others: neither slot is placed better, and each gateway's
+ * rate follows its own CPU a request. That removes the placement noise (see BENCHMARKS.md,
+ * "Side by side in one run").
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { allowedCpus, pinPid } from '../harness/pinning.js';
 import { startGateway, startRelay } from '../harness/processes.js';
 import type { NodeAddress } from '../store/options.js';
 import { clientBodies } from './run/client-bodies.js';
@@ -36,6 +43,12 @@ export interface PairOptions {
   durationSec: number;
   /** Measured windows per slot order. */
   rounds: number;
+  /** Slot orders, alternating (A first, B first, ...); 2 unless set. */
+  orders?: number;
+  /** Cores both gateways run on (taskset); null: wherever the scheduler puts them. */
+  gatewayCpus?: readonly number[] | null;
+  /** Cores of the relay and of this process (the load); its affinity is given back after. */
+  loadCpus?: readonly number[] | null;
   log?: (line: string) => void;
 }
 
@@ -45,6 +58,8 @@ export interface SideFigures {
   cpuMsPerRequest: number;
   /** Answers other than 2xx, and errors: a pair with any is not a fair comparison. */
   failed: number;
+  /** The cores the gateway could run on during the round (Cpus_allowed_list). */
+  cpus: string;
 }
 
 export interface PairRound {
@@ -60,6 +75,9 @@ export interface PairRound {
 export interface PairResult {
   a: string;
   b: string;
+  /** Where the gateways, and the relay and load, were pinned (null: not pinned). */
+  gatewayCpus: number[] | null;
+  loadCpus: number[] | null;
   rounds: PairRound[];
   /** Geometric means over every round of both orders: b's rate (CPU a request) over a's. */
   rateRatio: number;
@@ -119,13 +137,23 @@ export async function runPair(opts: PairOptions): Promise<PairResult> {
   if (configs.a.mode !== configs.b.mode) {
     throw new Error('bench pair: both sides on one Valkey topology (one --valkey)');
   }
+  const orders = opts.orders ?? 2;
+  if (!(Number.isInteger(orders) && orders >= 1)) throw new RangeError('orders must be >= 1');
   const rounds: PairRound[] = [];
-  for (const first of ['a', 'b'] as const) {
-    rounds.push(...(await oneOrder(configs, first, opts)));
+  const ownCpus = allowedCpus(process.pid);
+  if (opts.loadCpus?.length) pinPid(process.pid, opts.loadCpus);
+  try {
+    for (let i = 0; i < orders; i++) {
+      rounds.push(...(await oneOrder(configs, i % 2 === 0 ? 'a' : 'b', opts)));
+    }
+  } finally {
+    if (opts.loadCpus?.length) pinPid(process.pid, ownCpus);
   }
   return {
     a: opts.a,
     b: opts.b,
+    gatewayCpus: opts.gatewayCpus?.length ? [...opts.gatewayCpus] : null,
+    loadCpus: opts.loadCpus?.length ? [...opts.loadCpus] : null,
     rounds,
     rateRatio: geometricMean(rounds.map((r) => r.rateRatio)),
     cpuRatio: geometricMean(rounds.map((r) => r.cpuRatio)),
@@ -147,6 +175,7 @@ async function oneOrder(
       dataDir: path.join(dir, 'relay'),
       fresh: true,
       workIterations: 0,
+      cpus: opts.loadCpus ?? null,
     });
     stops.push(() => relay.stop());
     const pool = eventPool(POOL_SIZE, 1);
@@ -157,6 +186,7 @@ async function oneOrder(
       const gw = await startGateway(
         benchGatewayConfig(configs[side], opts.valkey, relay.url, MAX_BODY_BYTES),
         path.join(dir, `gateway-${side}.json`),
+        { cpus: opts.gatewayCpus ?? null },
       );
       stops.push(() => gw.proc.stop());
       fronts[side] = { url: gw.url, pid: gw.proc.pid };
@@ -182,6 +212,7 @@ async function oneOrder(
       const sampler = new ProcessSampler(
         order.map((side) => ({ role: 'gateway' as const, name: side, pid: fronts[side].pid })),
       );
+      const cpus = order.map((side) => allowedCpus(fronts[side].pid));
       sampler.start();
       const results = await Promise.all(loads.map((l) => l.run(opts.durationSec)));
       const usage = sampler.stop();
@@ -193,6 +224,7 @@ async function oneOrder(
           requestsPerSec: answered / opts.durationSec,
           cpuMsPerRequest: (usage[i]!.cpuMs ?? NaN) / answered,
           failed: counts.requests - counts.ok2xx,
+          cpus: cpus[i]!,
         };
       });
       const round: PairRound = {

@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { checkPinning, parseCpuList } from '../harness/pinning.js';
 import { positiveInt } from './flags.js';
 
 interface PairFlags {
@@ -10,6 +11,9 @@ interface PairFlags {
   warmup: number;
   duration: number;
   rounds: number;
+  orders: number;
+  gatewayCpus?: number[];
+  loadCpus?: number[];
   out?: string;
 }
 
@@ -29,8 +33,21 @@ export function registerBenchPair(bench: Command): void {
     .option('--warmup <s>', 'seconds of unmeasured load first, per order', positiveInt, 3)
     .option('--duration <s>', 'seconds of each measured round', positiveInt, 10)
     .option('--rounds <n>', 'measured rounds per order', positiveInt, 3)
+    .option('--orders <n>', 'orders of start, alternating (a first, b first, ...)', positiveInt, 2)
+    .option(
+      '--gateway-cpus <list>',
+      'run both gateways on these cores (taskset), e.g. 1: they share them under one scheduler',
+      parseCpuList,
+    )
+    .option(
+      '--load-cpus <list>',
+      'run the relay and the load generator on these cores, e.g. 0 (with --gateway-cpus)',
+      parseCpuList,
+    )
     .option('--out <file>', 'write the result as JSON here too')
     .action(async (flags: PairFlags) => {
+      if (flags.gatewayCpus) checkPinning(flags.gatewayCpus, '--gateway-cpus');
+      if (flags.loadCpus) checkPinning(flags.loadCpus, '--load-cpus');
       const { parseNodeAddress } = await import('../store/options.js');
       const { runPair } = await import('../bench/pair.js');
       const result = await runPair({
@@ -42,6 +59,9 @@ export function registerBenchPair(bench: Command): void {
         warmupSec: flags.warmup,
         durationSec: flags.duration,
         rounds: flags.rounds,
+        orders: flags.orders,
+        gatewayCpus: flags.gatewayCpus ?? null,
+        loadCpus: flags.loadCpus ?? null,
         log: (line) => console.error(line),
       });
       if (flags.out) {
@@ -51,7 +71,7 @@ export function registerBenchPair(bench: Command): void {
       const failed = result.rounds.reduce((n, r) => n + r.a.failed + r.b.failed, 0);
       console.log(
         `${flags.b} / ${flags.a}: rate ${result.rateRatio.toFixed(3)}, CPU a request ` +
-          `${result.cpuRatio.toFixed(3)} (geometric means of ${result.rounds.length} rounds, both orders)` +
+          `${result.cpuRatio.toFixed(3)} (geometric means of ${result.rounds.length} rounds in ${flags.orders} orders)` +
           (failed > 0 ? `; ${failed} requests failed: not a fair comparison` : ''),
       );
       if (failed > 0) process.exitCode = 2;

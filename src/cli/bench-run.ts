@@ -240,7 +240,8 @@ export function registerBenchRun(bench: Command): void {
           `--workload ${named} signs every event with a key of its own: --authors does not apply`,
         );
       }
-      for (const cpus of [flags.cpus, flags.loadCpus]) if (cpus) checkPinning(cpus);
+      if (flags.cpus) checkPinning(flags.cpus);
+      if (flags.loadCpus) checkPinning(flags.loadCpus, '--load-cpus');
       const nostr = workload === 'nostr';
       const { longTailAuthors } = await import('../bench/run/fresh-budget.js');
       const warmupSec = adaptive ? 0 : flags.warmup;

@@ -39,19 +39,19 @@ export function allowedCpus(pid: number): string {
  * Check that taskset runs and that every CPU of the list is one this process may use (a CPU
  * outside it would be refused by the kernel, or would leave a process pinned to nothing).
  */
-export function checkPinning(cpus: readonly number[]): void {
-  if (cpus.length === 0) throw new Error('--cpus names no CPU');
+export function checkPinning(cpus: readonly number[], flag = '--cpus'): void {
+  if (cpus.length === 0) throw new Error(`${flag} names no CPU`);
   const probe = spawnSync('taskset', ['--version'], { encoding: 'utf8' });
   if (probe.error || probe.status !== 0) {
     throw new Error(
-      `--cpus needs taskset (util-linux), which did not run: ${probe.error?.message ?? probe.stderr}`,
+      `${flag} needs taskset (util-linux), which did not run: ${probe.error?.message ?? probe.stderr}`,
     );
   }
   const allowed = parseCpuList(allowedCpus(process.pid));
   const outside = cpus.filter((c) => !allowed.includes(c));
   if (outside.length > 0) {
     throw new Error(
-      `--cpus ${cpuListText(cpus)}: CPU ${outside.join(', ')} is not among those this process may use (${cpuListText(allowed)})`,
+      `${flag} ${cpuListText(cpus)}: CPU ${outside.join(', ')} is not among those this process may use (${cpuListText(allowed)})`,
     );
   }
 }

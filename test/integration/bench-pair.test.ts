@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { geometricMean, runPair } from '../../src/bench/pair.js';
+import { allowedCpus, parseCpuList } from '../../src/harness/pinning.js';
 import { standaloneNodes } from '../helpers/env.js';
 
 /** A pair as small as measures anything: 2 connections each, 1 s of warm-up, 1 round of 1 s. */
@@ -36,6 +37,30 @@ describe('bench pair', { timeout: 120_000 }, () => {
     }
     assert.equal(result.rateRatio, geometricMean(result.rounds.map((r) => r.rateRatio)));
     assert.equal(result.cpuRatio, geometricMean(result.rounds.map((r) => r.cpuRatio)));
+  });
+
+  it('pinned, runs both gateways on their cores and the load on its own, then lets go', async () => {
+    const own = allowedCpus(process.pid);
+    const cpus = parseCpuList(own);
+    const gatewayCpus = [cpus.at(-1)!];
+    const loadCpus = [cpus[0]!];
+    const result = await runPair({
+      ...tiny(),
+      a: 'quotas-off',
+      b: 'quotas-off',
+      orders: 1,
+      gatewayCpus,
+      loadCpus,
+    });
+    assert.equal(result.rounds.length, 1, 'one order of one round');
+    const [round] = result.rounds;
+    for (const side of [round!.a, round!.b]) {
+      assert.equal(side.cpus, String(gatewayCpus[0]), 'each gateway ran on the named core only');
+      assert.ok(side.requestsPerSec > 0 && side.failed === 0);
+    }
+    assert.deepEqual(result.gatewayCpus, gatewayCpus);
+    assert.deepEqual(result.loadCpus, loadCpus);
+    assert.equal(allowedCpus(process.pid), own, 'this process has its cores back');
   });
 
   it('refuses what it cannot compare before starting anything', async () => {
