@@ -73,7 +73,9 @@ describe('single-box pinning (taskset)', { timeout: 60_000 }, () => {
     assert.throws(() => parseCpuList('0,x'), /bad CPU list/);
     assert.throws(() => parseCpuList('2-1'), /runs backwards/);
     assert.throws(() => checkPinning([]), /names no CPU/);
-    assert.throws(() => checkPinning([4096]), /CPU 4096 is not among those/);
+    assert.throws(() => checkPinning([4096]), /--cpus 4096: CPU 4096 is not among those/);
+    // bench pair's flags name themselves in the refusal.
+    assert.throws(() => checkPinning([4096], '--gateway-cpus'), /^Error: --gateway-cpus 4096:/);
     assert.deepEqual(underTaskset(null, 'node', ['a']), ['node', ['a']]);
     assert.deepEqual(underTaskset([0, 1], 'node', ['a']), ['taskset', ['-c', '0,1', 'node', 'a']]);
   });
