@@ -79,7 +79,7 @@ export interface PairResult {
   gatewayCpus: number[] | null;
   loadCpus: number[] | null;
   rounds: PairRound[];
-  /** Geometric means over every round of both orders: b's rate (CPU a request) over a's. */
+  /** Geometric means over every round of every order: b's rate (CPU a request) over a's. */
   rateRatio: number;
   cpuRatio: number;
 }
@@ -140,14 +140,15 @@ export async function runPair(opts: PairOptions): Promise<PairResult> {
   const orders = opts.orders ?? 2;
   if (!(Number.isInteger(orders) && orders >= 1)) throw new RangeError('orders must be >= 1');
   const rounds: PairRound[] = [];
-  const ownCpus = allowedCpus(process.pid);
-  if (opts.loadCpus?.length) pinPid(process.pid, opts.loadCpus);
+  // The load runs in this process: pinned for the pair, then given its cores back.
+  const ownCpus = opts.loadCpus?.length ? allowedCpus(process.pid) : undefined;
+  if (ownCpus) pinPid(process.pid, opts.loadCpus!);
   try {
     for (let i = 0; i < orders; i++) {
       rounds.push(...(await oneOrder(configs, i % 2 === 0 ? 'a' : 'b', opts)));
     }
   } finally {
-    if (opts.loadCpus?.length) pinPid(process.pid, ownCpus);
+    if (ownCpus) pinPid(process.pid, ownCpus);
   }
   return {
     a: opts.a,
