@@ -141,8 +141,9 @@ export async function runPair(opts: PairOptions): Promise<PairResult> {
   if (!(Number.isInteger(orders) && orders >= 1)) throw new RangeError('orders must be >= 1');
   const rounds: PairRound[] = [];
   // The load runs in this process: pinned for the pair, then given its cores back.
-  const ownCpus = opts.loadCpus?.length ? allowedCpus(process.pid) : undefined;
-  if (ownCpus) pinPid(process.pid, opts.loadCpus!);
+  const loadCpus = opts.loadCpus?.length ? opts.loadCpus : undefined;
+  const ownCpus = loadCpus && allowedCpus(process.pid);
+  if (loadCpus) pinPid(process.pid, loadCpus);
   try {
     for (let i = 0; i < orders; i++) {
       rounds.push(...(await oneOrder(configs, i % 2 === 0 ? 'a' : 'b', opts)));
@@ -154,7 +155,7 @@ export async function runPair(opts: PairOptions): Promise<PairResult> {
     a: opts.a,
     b: opts.b,
     gatewayCpus: opts.gatewayCpus?.length ? [...opts.gatewayCpus] : null,
-    loadCpus: opts.loadCpus?.length ? [...opts.loadCpus] : null,
+    loadCpus: loadCpus ? [...loadCpus] : null,
     rounds,
     rateRatio: geometricMean(rounds.map((r) => r.rateRatio)),
     cpuRatio: geometricMean(rounds.map((r) => r.cpuRatio)),

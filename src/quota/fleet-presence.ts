@@ -27,9 +27,9 @@ export interface FleetPresenceOptions {
 /**
  * This process's heartbeat in the presence set of its quotas, and what the last one saw.
  * Every gateway process with quotas on beats, whether or not it grants credit itself, so that
- * one that does sees it; one whose quotas a reload turns on beats from then on. An id counts for a window (and the beats' slack) after its last
- * beat: a gateway restarted, or a second one started, ends credit until every key another
- * process could have taken for has expired.
+ * one that does sees it; one whose quotas a reload turns on beats from then on. An id counts
+ * for a window (and the beats' slack) after its last beat: a gateway restarted, or a second
+ * one started, ends credit until every key another process could have taken for has expired.
  */
 export class FleetPresence implements Presence {
   readonly id = randomBytes(8).toString('hex');
