@@ -27,14 +27,14 @@ def load(directory):
         procs = r.get('processes') or []
         cpu = lambda role: sum(p.get('cpuMsPerRequest') or 0 for p in procs if p['role'].startswith(role))
         impl = c['implementation'] + (':cluster' if c.get('mode') == 'cluster' else '')
-        workers = '-' if c['implementation'] in ('relay-alone', 'ws-floor', 'ws-floor-pooled') else str(c.get('workers'))
+        workers = '-' if c['implementation'] == 'relay-alone' or c['implementation'].startswith('ws-floor') else str(c.get('workers'))
         # A Nostr variant is the workload with the identity it names (nostr-long-tail: nostr
         # charged by pubkey-long-tail).
         variant = {'pubkey-long-tail': 'nostr-long-tail', 'pubkey-at-limit': 'nostr-at-limit'}
         workload = variant.get(c.get('nostrIdentity'), c['workload'])
         runs[(impl, workload, workers)][c['run']] = {
             'rate': r['rates']['requestsPerSec'],
-            # The front end: the gateway's processes, or the bare ws proxy's (ws-floor[-pooled], a peer).
+            # The front end: the gateway's processes, or the bare proxy's (ws-floor[-SHAPE], a peer).
             'gateway': cpu('gateway') + cpu('peer'),
             'relay': cpu('relay'),
             'valkey': cpu('valkey'),

@@ -41,8 +41,12 @@ RELAY_ALONE = "relay-alone"
 WS_FLOOR = "ws-floor"
 # The same with every client's EVENT over one shared relay connection.
 WS_FLOOR_POOLED = "ws-floor-pooled"
+# No WebSocket library: each client frame found and unmasked, bytes passed on; a TCP pipe.
+WS_FLOOR_FRAMES = "ws-floor-frames"
+WS_FLOOR_TCP = "ws-floor-tcp"
+WS_FLOORS = (WS_FLOOR, WS_FLOOR_POOLED, WS_FLOOR_FRAMES, WS_FLOOR_TCP)
 # The report's order (baselines around the clients); every name is the schema's.
-IMPLEMENTATIONS = (RELAY_ALONE, WS_FLOOR, WS_FLOOR_POOLED, CEILING, *CLIENTS, PEER)
+IMPLEMENTATIONS = (RELAY_ALONE, *WS_FLOORS, CEILING, *CLIENTS, PEER)
 if set(IMPLEMENTATIONS) != set(_enum(_CONFIG["implementation"])):
     raise ImportError("names.py does not cover the schema's implementations: update it")
 
@@ -79,6 +83,8 @@ IMPL_COLORS = {
     RELAY_ALONE: "#ff7f0e",
     WS_FLOOR: "#c7c7c7",
     WS_FLOOR_POOLED: "#dddddd",
+    WS_FLOOR_FRAMES: "#b0b0b0",
+    WS_FLOOR_TCP: "#999999",
     CEILING: "#7f7f7f",
     **{c: plain for c, (plain, _) in zip(VALKEY_CLIENTS, _CLIENT_PAIRS)},
     **{f"{c}{LEASE_SUFFIX}": leased for c, (_, leased) in zip(VALKEY_CLIENTS, _CLIENT_PAIRS)},

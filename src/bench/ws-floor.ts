@@ -1,18 +1,29 @@
 /**
- * The floor of the Nostr benchmarks (`--implementation ws-floor`): what proxying WebSocket
- * costs in Node with the ws library before any gateway work. Per client connection one relay
- * connection, every message passed on as it came: no parsing, no limit, no decision, no
- * Valkey. The gateway with quotas off is measured against it: what is above it is the
- * gateway's own work; what is under it, no per-connection Node proxy can save.
+ * The floors of the Nostr benchmarks (`--implementation ws-floor[-SHAPE]`): what proxying
+ * WebSocket costs in Node before any gateway work. No parsing of what a message says, no
+ * limit, no decision, no Valkey. The gateway with quotas off is measured against them: what
+ * is above a floor is the gateway's own work; what is under it, that shape of proxy cannot
+ * save.
  *
- * `pooled` (`--implementation ws-floor-pooled`) is the one design that could go under that
- * floor: every client's EVENT goes to the relay over one shared connection, the EVENTs of an
- * event-loop turn in one socket write, and each OK back to the client that sent its id; any
- * other message goes over a connection of the client's own, opened when first needed.
+ * - `ws` (`ws-floor`): the ws library, one relay connection per client connection, every
+ *   message passed on as it came (what the gateway's pump is built on).
+ * - `pooled` (`ws-floor-pooled`): every client's EVENT goes to the relay over one shared
+ *   connection, the EVENTs of an event-loop turn in one socket write, and each OK back to
+ *   the client that sent its id; any other message goes over a connection of the client's
+ *   own, opened when first needed.
+ * - `frames` (`ws-floor-frames`): no WebSocket library. The bytes go on as they came, the
+ *   client's frames with the client's own mask; each client frame is found and its payload
+ *   unmasked into a copy, which is what reading a frame costs at the least. The relay's
+ *   bytes go back untouched.
+ * - `tcp` (`ws-floor-tcp`): a TCP pipe, nothing read at all: the floor of any Node proxy.
  */
+import { connect, createServer } from 'node:net';
 import type { AddressInfo, Socket } from 'node:net';
 import { WebSocket, WebSocketServer } from 'ws';
 import type { RawData } from 'ws';
+
+export const FLOOR_SHAPES = ['ws', 'pooled', 'frames', 'tcp'] as const;
+export type FloorShape = (typeof FLOOR_SHAPES)[number];
 
 export interface RunningWsFloor {
   url: string;
@@ -24,9 +35,10 @@ export async function startWsFloor(opts: {
   port: number;
   /** The relay's base URL (http: or ws:). */
   upstream: string;
-  /** Every client's EVENT over one relay connection (see above). */
-  pooled?: boolean;
+  /** Which floor (see above); `ws` when not given. */
+  shape?: FloorShape;
 }): Promise<RunningWsFloor> {
+  if (opts.shape === 'tcp' || opts.shape === 'frames') return startBytePipe(opts, opts.shape);
   const relayUrl = opts.upstream.replace(/^http/, 'ws');
   const wss = new WebSocketServer({
     host: opts.host,
@@ -38,7 +50,7 @@ export async function startWsFloor(opts: {
     wss.once('listening', resolve);
     wss.once('error', reject);
   });
-  if (opts.pooled) await poolEvents(wss, relayUrl);
+  if (opts.shape === 'pooled') await poolEvents(wss, relayUrl);
   else passEverything(wss, relayUrl);
   await listening;
   const { port } = wss.address() as AddressInfo;
@@ -151,4 +163,109 @@ async function poolEvents(wss: WebSocketServer, relayUrl: string): Promise<void>
       pool.send(data, { binary: false });
     });
   });
+}
+
+/** The `tcp` and `frames` floors: the relay's TCP connection per client, bytes passed on. */
+async function startBytePipe(
+  opts: { host: string; port: number; upstream: string },
+  shape: 'tcp' | 'frames',
+): Promise<RunningWsFloor> {
+  const relay = new URL(opts.upstream.replace(/^ws/, 'http'));
+  const sockets = new Set<Socket>();
+  const server = createServer((client) => {
+    const upstream = connect({ host: relay.hostname, port: Number(relay.port || 80) });
+    for (const side of [client, upstream]) {
+      side.setNoDelay(true);
+      sockets.add(side);
+      side.on('close', () => {
+        sockets.delete(side);
+        client.destroy();
+        upstream.destroy();
+      });
+      side.on('error', () => side.destroy());
+    }
+    upstream.on('data', (chunk: Buffer) => client.write(chunk));
+    if (shape === 'tcp') client.on('data', (chunk: Buffer) => upstream.write(chunk));
+    else
+      client.on(
+        'data',
+        clientFrames((bytes) => upstream.write(bytes)),
+      );
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port, opts.host, resolve);
+  });
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://${opts.host}:${port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+const HEAD_END = Buffer.from('\r\n\r\n');
+
+/**
+ * A client's bytes as the `frames` floor reads them: the upgrade request passed on, then each
+ * complete frame found, its payload unmasked into a copy (the least a proxy that looks at
+ * frames does) and its bytes passed on as they came; a frame cut by a chunk waits for the rest.
+ * `unmasked` is given each payload (the test reads them; the floor only makes them).
+ */
+export function clientFrames(
+  pass: (bytes: Buffer) => void,
+  unmasked: (payload: Buffer) => void = () => {},
+): (chunk: Buffer) => void {
+  let inHead = true;
+  let held: Buffer | undefined;
+  return (chunk) => {
+    const buf = held ? Buffer.concat([held, chunk]) : chunk;
+    held = undefined;
+    let at = 0;
+    if (inHead) {
+      const end = buf.indexOf(HEAD_END);
+      if (end < 0) {
+        held = buf;
+        return;
+      }
+      inHead = false;
+      at = end + HEAD_END.length;
+    }
+    for (;;) {
+      const next = frameEnd(buf, at, unmasked);
+      if (next < 0) break;
+      at = next;
+    }
+    if (at > 0) pass(buf.subarray(0, at));
+    if (at < buf.length) held = Buffer.from(buf.subarray(at));
+  };
+}
+
+/** Where the frame at `at` ends (its payload unmasked into a copy), or -1 if it is not whole. */
+function frameEnd(buf: Buffer, at: number, unmasked: (payload: Buffer) => void): number {
+  if (buf.length - at < 2) return -1;
+  const second = buf[at + 1]!;
+  let length = second & 0x7f;
+  let head = 2;
+  if (length === 126) {
+    if (buf.length - at < 4) return -1;
+    length = buf.readUInt16BE(at + 2);
+    head = 4;
+  } else if (length === 127) {
+    if (buf.length - at < 10) return -1;
+    length = Number(buf.readBigUInt64BE(at + 2));
+    head = 10;
+  }
+  const maskAt = at + head;
+  const start = maskAt + (second & 0x80 ? 4 : 0);
+  if (buf.length < start + length) return -1;
+  const payload = Buffer.from(buf.subarray(start, start + length));
+  if (second & 0x80) {
+    for (let i = 0; i < length; i++) payload[i] = payload[i]! ^ buf[maskAt + (i & 3)]!;
+  }
+  unmasked(payload);
+  return start + length;
 }

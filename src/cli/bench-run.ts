@@ -71,9 +71,10 @@ export function registerBenchRun(bench: Command): void {
     )
     .requiredOption(
       '--implementation <name>',
-      'valkey-glide | iovalkey | ioredis (each optionally +lease) | quotas-off | fastify-rate-limit | ws-floor, ' +
+      'valkey-glide | iovalkey | ioredis (each optionally +lease) | quotas-off | fastify-rate-limit, ' +
         'optionally :cluster; ' +
-        'or relay-alone (the load straight to the relay, no gateway: Nostr only)',
+        'or relay-alone (the load straight to the relay, no gateway) or a bare proxy ' +
+        '(ws-floor, ws-floor-pooled, ws-floor-frames, ws-floor-tcp): Nostr only',
     )
     .addOption(
       new Option(

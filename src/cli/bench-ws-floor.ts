@@ -1,4 +1,7 @@
+import { Option } from 'commander';
 import type { Command } from 'commander';
+import { FLOOR_SHAPES } from '../bench/ws-floor.js';
+import type { FloorShape } from '../bench/ws-floor.js';
 import { stopOnSignals } from './signals.js';
 import { listenPort } from './flags.js';
 import { readyLine } from '../util/ready-line.js';
@@ -8,13 +11,17 @@ export function registerWsFloor(bench: Command): void {
   bench
     .command('ws-floor')
     .description(
-      'the floor of the Nostr benchmarks: a bare Node ws proxy passing every message on (no parsing, no quotas)',
+      'the floors of the Nostr benchmarks: a bare Node proxy passing every message on (no parsing, no quotas)',
     )
     .option('--host <host>', 'address to listen on', '127.0.0.1')
     .option('--port <n>', 'port to listen on (0: a free one)', listenPort, 0)
     .requiredOption('--upstream <url>', "the relay's base URL")
-    .option('--pooled', "every client's EVENT over one shared relay connection", false)
-    .action(async (flags: { host: string; port: number; upstream: string; pooled: boolean }) => {
+    .addOption(
+      new Option('--shape <shape>', 'which floor (see bench/ws-floor.ts)')
+        .choices(FLOOR_SHAPES)
+        .default('ws'),
+    )
+    .action(async (flags: { host: string; port: number; upstream: string; shape: FloorShape }) => {
       const { startWsFloor } = await import('../bench/ws-floor.js');
       const starting = startWsFloor(flags);
       stopOnSignals(10_000, async () => (await starting).close());

@@ -181,7 +181,12 @@ describe('relay-alone and ws-floor with the reference relay', { timeout: 180_000
     },
   );
 
-  for (const implementation of ['ws-floor', 'ws-floor-pooled'] as const) {
+  for (const implementation of [
+    'ws-floor',
+    'ws-floor-pooled',
+    'ws-floor-frames',
+    'ws-floor-tcp',
+  ] as const) {
     it(
       `${implementation} passes every EVENT and OK on, its own CPU and the relay's sampled`,
       { skip: VALKEY ? false : 'SLUICE_TEST_STANDALONE is not set' },
@@ -204,7 +209,7 @@ describe('relay-alone and ws-floor with the reference relay', { timeout: 180_000
       host: '127.0.0.1',
       port: 0,
       upstream: relay.url,
-      pooled: true,
+      shape: 'pooled',
     });
     const clients: WebSocket[] = [];
     try {

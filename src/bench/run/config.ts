@@ -19,12 +19,23 @@ export const BASELINES = [
   // The same, but every client's EVENT goes to the relay over one shared connection (a pool),
   // its OK back to the client that sent it: what multiplexing the relay side would save.
   'ws-floor-pooled',
+  // No WebSocket library: bytes passed on, each client frame found and unmasked (frames), or
+  // a TCP pipe that reads nothing (tcp): what no Node proxy goes under.
+  'ws-floor-frames',
+  'ws-floor-tcp',
 ] as const;
 export type Baseline = (typeof BASELINES)[number];
 
-/** The bare ws proxies (bench/ws-floor.ts): no gateway, no Valkey, WebSocket only. */
-export function isWsFloor(impl: Implementation): impl is 'ws-floor' | 'ws-floor-pooled' {
-  return impl === 'ws-floor' || impl === 'ws-floor-pooled';
+type WsFloor = 'ws-floor' | 'ws-floor-pooled' | 'ws-floor-frames' | 'ws-floor-tcp';
+
+/** The bare proxies (bench/ws-floor.ts): no gateway, no Valkey, WebSocket only. */
+export function isWsFloor(impl: Implementation): impl is WsFloor {
+  return impl === 'ws-floor' || impl.startsWith('ws-floor-');
+}
+
+/** The shape of a bare proxy (`ws-floor` is the ws library's, `ws-floor-tcp` is `tcp`). */
+export function floorShape(impl: WsFloor): string {
+  return impl === 'ws-floor' ? 'ws' : impl.slice('ws-floor-'.length);
 }
 
 /** Whether a sluice gateway serves the load (not the relay alone, the peer or a ws floor). */

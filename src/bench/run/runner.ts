@@ -12,6 +12,7 @@ import type { SluiceProcess } from '../../harness/processes.js';
 import {
   AT_LIMIT,
   AT_LIMIT_SENDER_KEY,
+  floorShape,
   isWsFloor,
   leases,
   runsGateway,
@@ -166,8 +167,8 @@ async function startFrontEnd(
   adminUrl?: string;
 }> {
   if (isWsFloor(cfg.implementation)) {
-    const pooled = cfg.implementation === 'ws-floor-pooled' ? ['--pooled'] : [];
-    const argv = ['bench', 'ws-floor', '--port', '0', '--upstream', relayUrl, ...pooled];
+    const shape = floorShape(cfg.implementation);
+    const argv = ['bench', 'ws-floor', '--port', '0', '--upstream', relayUrl, '--shape', shape];
     const proc = await spawnSluice(argv, { cpus: cfg.cpus });
     return { proc, role: 'peer', settings: {} };
   }
