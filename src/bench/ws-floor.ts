@@ -21,9 +21,10 @@ import { connect, createServer } from 'node:net';
 import type { AddressInfo, Socket } from 'node:net';
 import { WebSocket, WebSocketServer } from 'ws';
 import type { RawData } from 'ws';
+import type { FloorShape } from './run/config.js';
 
-export const FLOOR_SHAPES = ['ws', 'pooled', 'frames', 'tcp'] as const;
-export type FloorShape = (typeof FLOOR_SHAPES)[number];
+/** The largest message a floor takes from a client. */
+const FLOOR_MAX_PAYLOAD = 1 << 20;
 
 export interface RunningWsFloor {
   url: string;
@@ -44,7 +45,7 @@ export async function startWsFloor(opts: {
     host: opts.host,
     port: opts.port,
     perMessageDeflate: false,
-    maxPayload: 1 << 20,
+    maxPayload: FLOOR_MAX_PAYLOAD,
   });
   const listening = new Promise<void>((resolve, reject) => {
     wss.once('listening', resolve);
@@ -185,12 +186,15 @@ async function startBytePipe(
       side.on('error', () => side.destroy());
     }
     upstream.on('data', (chunk: Buffer) => client.write(chunk));
-    if (shape === 'tcp') client.on('data', (chunk: Buffer) => upstream.write(chunk));
-    else
-      client.on(
-        'data',
-        clientFrames((bytes) => upstream.write(bytes)),
-      );
+    if (shape === 'tcp') {
+      client.on('data', (chunk: Buffer) => upstream.write(chunk));
+      return;
+    }
+    const read = clientFrames((bytes) => upstream.write(bytes));
+    client.on('data', (chunk: Buffer) => {
+      // Past the bound ws-floor sets (maxPayload), the client is cut as ws would close it.
+      if (!read(chunk)) client.destroy();
+    });
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -209,16 +213,21 @@ async function startBytePipe(
 
 const HEAD_END = Buffer.from('\r\n\r\n');
 
+/** The most a floor holds of one client: ws-floor's maxPayload and a frame's longest head. */
+const MAX_HELD_BYTES = FLOOR_MAX_PAYLOAD + 14;
+
 /**
  * A client's bytes as the `frames` floor reads them: the upgrade request passed on, then each
  * complete frame found, its payload unmasked into a copy (the least a proxy that looks at
  * frames does) and its bytes passed on as they came; a frame cut by a chunk waits for the rest.
- * `unmasked` is given each payload (the test reads them; the floor only makes them).
+ * `unmasked` is given each payload (the test reads them; the floor only makes them). The
+ * function returns false once what waits is past `maxHeld` bytes: cut that client.
  */
 export function clientFrames(
   pass: (bytes: Buffer) => void,
   unmasked: (payload: Buffer) => void = () => {},
-): (chunk: Buffer) => void {
+  maxHeld = MAX_HELD_BYTES,
+): (chunk: Buffer) => boolean {
   let inHead = true;
   let held: Buffer | undefined;
   return (chunk) => {
@@ -229,7 +238,7 @@ export function clientFrames(
       const end = buf.indexOf(HEAD_END);
       if (end < 0) {
         held = buf;
-        return;
+        return buf.length <= maxHeld;
       }
       inHead = false;
       at = end + HEAD_END.length;
@@ -241,6 +250,7 @@ export function clientFrames(
     }
     if (at > 0) pass(buf.subarray(0, at));
     if (at < buf.length) held = Buffer.from(buf.subarray(at));
+    return (held?.length ?? 0) <= maxHeld;
   };
 }
 

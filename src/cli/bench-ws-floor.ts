@@ -1,7 +1,7 @@
 import { Option } from 'commander';
 import type { Command } from 'commander';
-import { FLOOR_SHAPES } from '../bench/ws-floor.js';
-import type { FloorShape } from '../bench/ws-floor.js';
+import { FLOOR_SHAPES } from '../bench/run/config.js';
+import type { FloorShape } from '../bench/run/config.js';
 import { stopOnSignals } from './signals.js';
 import { listenPort } from './flags.js';
 import { readyLine } from '../util/ready-line.js';

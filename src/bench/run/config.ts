@@ -33,9 +33,13 @@ export function isWsFloor(impl: Implementation): impl is WsFloor {
   return impl === 'ws-floor' || impl.startsWith('ws-floor-');
 }
 
+/** How each bare proxy passes messages on (bench/ws-floor.ts says what each does). */
+export const FLOOR_SHAPES = ['ws', 'pooled', 'frames', 'tcp'] as const;
+export type FloorShape = (typeof FLOOR_SHAPES)[number];
+
 /** The shape of a bare proxy (`ws-floor` is the ws library's, `ws-floor-tcp` is `tcp`). */
-export function floorShape(impl: WsFloor): string {
-  return impl === 'ws-floor' ? 'ws' : impl.slice('ws-floor-'.length);
+export function floorShape(impl: WsFloor): FloorShape {
+  return impl === 'ws-floor' ? 'ws' : (impl.slice('ws-floor-'.length) as FloorShape);
 }
 
 /** Whether a sluice gateway serves the load (not the relay alone, the peer or a ws floor). */

@@ -104,4 +104,17 @@ describe('the frames floor reads a client stream cut anywhere', { timeout: 30_00
     read(wire.subarray(wire.length - 1));
     assert.ok(Buffer.concat(passed).equals(wire));
   });
+
+  it('asks for the client to be cut once it holds more than its bound, head or frame', async () => {
+    const wire = await clientBytes(['y'.repeat(1_000)]);
+    const head = wire.indexOf('\r\n\r\n') + 4;
+    // A frame of 1,000 bytes under a bound of 500: fine while what waits is under it.
+    const read = clientFrames(() => {}, undefined, 500);
+    assert.equal(read(wire.subarray(0, head + 400)), true);
+    assert.equal(read(wire.subarray(head + 400, head + 600)), false);
+    // An upgrade request that never ends is held only up to the bound.
+    const endless = clientFrames(() => {}, undefined, 500);
+    assert.equal(endless(Buffer.from('GET / HTTP/1.1\r\n' + 'x-a: b\r\n'.repeat(40))), true);
+    assert.equal(endless(Buffer.from('x-a: b\r\n'.repeat(40))), false);
+  });
 });
