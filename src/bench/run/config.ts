@@ -26,7 +26,8 @@ export const BASELINES = [
 ] as const;
 export type Baseline = (typeof BASELINES)[number];
 
-type WsFloor = 'ws-floor' | 'ws-floor-pooled' | 'ws-floor-frames' | 'ws-floor-tcp';
+/** The bare proxies among the baselines, named `ws-floor` or `ws-floor-<shape>`. */
+type WsFloor = Extract<Baseline, `ws-floor${string}`>;
 
 /** The bare proxies (bench/ws-floor.ts): no gateway, no Valkey, WebSocket only. */
 export function isWsFloor(impl: Implementation): impl is WsFloor {

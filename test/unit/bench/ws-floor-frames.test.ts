@@ -6,6 +6,12 @@ import type { AddressInfo } from 'node:net';
 import { describe, it } from 'node:test';
 import { WebSocket } from 'ws';
 import { clientFrames } from '../../../src/bench/ws-floor.js';
+import {
+  FLOOR_SHAPES,
+  IMPLEMENTATIONS,
+  floorShape,
+  isWsFloor,
+} from '../../../src/bench/run/config.js';
 
 /**
  * What a real ws client puts on the wire for `messages`: its upgrade request, then each message
@@ -116,5 +122,14 @@ describe('the frames floor reads a client stream cut anywhere', { timeout: 30_00
     const endless = clientFrames(() => {}, undefined, 500);
     assert.equal(endless(Buffer.from('GET / HTTP/1.1\r\n' + 'x-a: b\r\n'.repeat(40))), true);
     assert.equal(endless(Buffer.from('x-a: b\r\n'.repeat(40))), false);
+  });
+});
+
+describe('the floors by name', { timeout: 5_000 }, () => {
+  it('every ws-floor implementation starts a shape the floor has, and each shape has one', () => {
+    const floors = IMPLEMENTATIONS.filter(isWsFloor);
+    const shapes = floors.map(floorShape);
+    for (const shape of shapes) assert.ok(FLOOR_SHAPES.includes(shape), shape);
+    assert.deepEqual([...shapes].sort(), [...FLOOR_SHAPES].sort());
   });
 });
