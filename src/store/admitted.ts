@@ -51,7 +51,7 @@ function count(v: unknown): number {
 export function admittedCounts(conn: Pick<ClientConnection, 'scripts'>): AdmittedCounts {
   let cached: ScriptRunner<Script> | undefined;
   const call = (script: Script, what: string, key: string, args: string[]) =>
-    storeCall(`admitted ${what}`, () => (cached ??= conn.scripts(SCRIPTS))(script, key, args));
+    storeCall(`admitted ${what}`, () => (cached ??= conn.scripts(SCRIPTS))(script, [key], args));
   return {
     async add(nodeId, bytes, points) {
       for (const [name, n] of [

@@ -68,7 +68,7 @@ export async function createStore(input: StoreOptionsInput): Promise<Store> {
     settings: Object.freeze({ ...conn.settings }),
     limiter: (limiterOpts) => buildLimiter(conn, limiterOpts),
     kv: conn.kv,
-    leases: leaseStore(conn),
+    leases: leaseStore(conn, { cluster: opts.mode === 'cluster' }),
     presence: presenceStore(conn),
     admitted: admittedCounts(conn),
     async subscribe(channel, onMessage) {

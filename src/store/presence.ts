@@ -36,7 +36,7 @@ export function presenceStore(conn: Pick<ClientConnection, 'scripts'>): Presence
         throw new RangeError('retainMs must be an integer >= 1');
       }
       const reply = await storeCall('presence beat', () =>
-        (cached ??= conn.scripts(SCRIPTS))('sluicePresenceBeat', key, [id, String(retainMs)]),
+        (cached ??= conn.scripts(SCRIPTS))('sluicePresenceBeat', [key], [id, String(retainMs)]),
       );
       return Number(reply);
     },

@@ -147,13 +147,14 @@ export class ValkeyModel {
   storeFor(gateway: number): Store {
     this.learned[gateway] = new Set();
     this.refreshed[gateway] = new Set();
-    const scripts = () => (name: string, key: string, args: string[]) =>
-      this.command(gateway, key, (t) =>
+    // A call's keys share a slot (the lease store sends one key a call in cluster).
+    const scripts = () => (name: string, keys: readonly string[], args: readonly string[]) =>
+      this.command(gateway, keys[0]!, (t) =>
         name === 'sluiceLeaseTake'
-          ? this.take(key, args.map(Number), t)
-          : this.giveBack(key, args.map(Number), t),
+          ? keys.flatMap((key, i) => this.take(key, args.slice(5 * i, 5 * i + 5).map(Number), t))
+          : this.giveBack(keys[0]!, args.map(Number), t),
       );
-    const leases = leaseStore({ scripts });
+    const leases = leaseStore({ scripts }, { cluster: true });
     const limiter = (o: LimiterOptions) => new QuotaLimiter(this.rlf(gateway, o), o.points);
     return { leases, limiter } as unknown as Store;
   }
@@ -192,7 +193,7 @@ export class ValkeyModel {
     } as unknown as RateLimiterStoreAbstract;
   }
 
-  /** The TAKE script of src/store/lease.ts: [granted, consumed, pttl]. */
+  /** The TAKE script of src/store/lease.ts for one key: [granted, consumed, pttl]. */
   private take(key: string, [want, limit, windowMs, need, divisor]: number[], t: number): number[] {
     const c = this.live(key, t);
     const used = c ? c.consumed : 0;

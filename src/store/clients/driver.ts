@@ -1,6 +1,6 @@
 /**
  * What a Valkey client library gives the store: a connection that builds rate-limiter-flexible's
- * limiter for that library, runs plain commands and one-key scripts, pings and closes. One
+ * limiter for that library, runs plain commands and scripts, pings and closes. One
  * driver per library (this folder); the table in registry.ts names them.
  */
 import type { RateLimiterAbstract, RateLimiterStoreAbstract } from 'rate-limiter-flexible';
@@ -30,11 +30,11 @@ export interface StoreLimiterOptions {
   insuranceLimiter?: RateLimiterAbstract;
 }
 
-/** Runs one of the scripts it was made with on one key: (name, key, args) -> the reply. */
+/** Runs one of the scripts it was made with: (name, keys, args) -> the reply. */
 export type ScriptRunner<N extends string> = (
   name: N,
-  key: string,
-  args: string[],
+  keys: readonly string[],
+  args: readonly string[],
 ) => Promise<unknown>;
 
 /** One connected client. */
@@ -44,7 +44,10 @@ export interface ClientConnection {
   limiter(opts: StoreLimiterOptions): RateLimiterStoreAbstract;
   /** Plain SET with a lease, GET, SET NX, DEL and PUBLISH. */
   readonly kv: KeyValue;
-  /** Register Lua scripts of one key each by name (loaded again when the server lost them). */
+  /**
+   * Register Lua scripts by name (loaded again when the server lost them); each call names
+   * its keys, which in cluster must share a slot.
+   */
   scripts<N extends string>(lua: Record<N, string>): ScriptRunner<N>;
   ping(): Promise<unknown>;
   /** Close the connection. Never deletes server-side function libraries. */

@@ -85,7 +85,8 @@ export const driver: ClientDriver = {
         const loaded = new Map(
           Object.entries<string>(lua).map(([name, code]) => [name, new GlideScript(code)]),
         );
-        return (name, key, args) => client.invokeScript(loaded.get(name)!, { keys: [key], args });
+        return (name, keys, args) =>
+          client.invokeScript(loaded.get(name)!, { keys: [...keys], args: [...args] });
       },
       ping: () => client.ping(),
       // Close the client only: the limiter's close() would FUNCTION DELETE the shared

@@ -25,7 +25,7 @@ interface IoClient {
   del(key: string): Promise<number>;
   get(key: string): Promise<string | null>;
   publish(channel: string, message: string): Promise<number>;
-  defineCommand(name: string, def: { numberOfKeys: number; lua: string }): void;
+  defineCommand(name: string, def: { lua: string }): void;
 }
 
 /** One library of the family: its classes and the protocol it speaks. */
@@ -116,14 +116,15 @@ export function ioDriver(lib: IoLibrary): ClientDriver {
         kv: ioKeyValue(client),
         scripts(lua) {
           // EVALSHA, with EVAL when the script is not cached (after a restart or a failover).
+          // No numberOfKeys: each call gives its own count first.
           for (const [name, code] of Object.entries<string>(lua)) {
-            client.defineCommand(name, { numberOfKeys: 1, lua: code });
+            client.defineCommand(name, { lua: code });
           }
           const commands = client as unknown as Record<
             string,
-            (key: string, ...args: string[]) => Promise<unknown>
+            (numberOfKeys: number, ...keysAndArgs: string[]) => Promise<unknown>
           >;
-          return (name, key, args) => commands[name]!(key, ...args);
+          return (name, keys, args) => commands[name]!(keys.length, ...keys, ...args);
         },
         ping: () => client.ping(),
         async close() {
