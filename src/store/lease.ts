@@ -139,12 +139,12 @@ interface QueuedTake {
 }
 
 /**
- * Scripts are registered on first use: a gateway without leases never loads them. The takes
- * asked for in one run of the event loop's callbacks and their promise jobs (the credited
- * takes of a batch, a turn's frames) leave together at its end, one script call per slot:
- * the client's cost is per command (a Command, a promise, a timeout timer, a reply parse), so
- * n takes in one call cost it little more than one. Nothing waits longer than it did: the
- * call is written in the same turn the takes were asked in.
+ * Scripts are registered on first use: a gateway without leases never loads them. On
+ * standalone Valkey, the takes asked for in one run of the event loop's callbacks and their
+ * promise jobs (the credited takes of a batch, a turn's frames) share a script call: the
+ * client's cost is per command (a Command, a promise, a timeout timer, a reply parse), so n
+ * takes in one call cost it little more than one. Nothing waits longer than it did: the call
+ * is written in the same turn the takes were asked in. In cluster each take is its own call.
  */
 export function leaseStore(
   conn: Pick<ClientConnection, 'scripts'>,
@@ -185,18 +185,14 @@ export function leaseStore(
   };
 
   // The first take of a moment leaves at once, alone (a take in a turn of its own, most takes
-  // where writers repeat, waits for nothing); those asked after it in the same moment queue
-  // and leave together at its end.
+  // where writers repeat, waits for nothing); on standalone, those asked after it in the same
+  // moment queue and leave together at its end.
   let momentOpen = false;
   const endMoment = (): void => {
     momentOpen = false;
     const takes = queued;
     if (takes.length === 0) return;
     queued = [];
-    if (cluster) {
-      for (const t of takes) sendTakes([t]);
-      return;
-    }
     for (let i = 0; i < takes.length; i += MAX_TAKES_PER_CALL) {
       sendTakes(takes.slice(i, i + MAX_TAKES_PER_CALL));
     }
@@ -220,8 +216,10 @@ export function leaseStore(
           queued.push({ key, args, resolve, reject });
           return;
         }
-        momentOpen = true;
-        queueMicrotask(endMoment);
+        if (!cluster) {
+          momentOpen = true;
+          queueMicrotask(endMoment);
+        }
         sendTakes([{ key, args, resolve, reject }]);
       });
     },
