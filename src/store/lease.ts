@@ -105,7 +105,8 @@ type Script = keyof typeof SCRIPTS;
  * The scripts' command names, which ioredis / iovalkey send on their own, not auto-pipelined
  * (clients/io.ts): takes are sparse (most writes spend a held point), and a pipeline built
  * for one command costs more CPU than the write it saves, most in cluster. Where they are not
- * (a public relay's long tail: a take an event), the takes of one moment go in one call.
+ * (a public relay's long tail: a take an event), on standalone the takes of one moment share
+ * a call (leaseStore).
  */
 export const LEASE_COMMANDS: readonly Script[] = ['sluiceLeaseTake', 'sluiceLeaseGiveBack'];
 
@@ -118,7 +119,8 @@ export const MAX_TAKES_PER_CALL = 64;
 export interface LeaseStoreOptions {
   /**
    * Takes of one moment share a call only when their keys share a slot: true (the default,
-   * which is right on either topology) sends one call per key, false one for them all.
+   * which is right on either topology) sends each take as its own call at once; false sends
+   * a moment's first take at once and the rest together at the moment's end.
    */
   cluster?: boolean;
 }
