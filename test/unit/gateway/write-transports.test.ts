@@ -95,6 +95,12 @@ const stepArb: fc.Arbitrary<Step> = fc.oneof(
   { weight: 1, arbitrary: fc.constant({ t: 'answer-stalled' as const }) },
 );
 
+/** An event stalled at the relay, then replayed on its own connection: held there, paid over HTTP. */
+const HELD_ON_CONNECTION: Step[] = [
+  { t: 'send', from: 0, author: 1, make: 'new', relay: 'stall' },
+  { t: 'replay', from: 0, of: 0, relay: 'accept' },
+];
+
 /** The model relay: it verifies, keeps what it stored, answers as the step says. */
 function relayAnswer(stored: Set<string>, event: Event, how: RelayBehaviour) {
   if (!verifySignature(event)) return 'invalid' as const;
@@ -328,9 +334,11 @@ describe('one write pipeline: WebSocket and HTTP charge the same', { timeout: 12
         );
         assert.deepEqual([...http.g.stored].sort(), [...ws.g.stored].sort(), 'stored differs');
       }),
-      propertyParams(150),
+      // The generated runs meet a listed difference about six times in 150, so a seed that
+      // meets none is rare but real (CI met one): this example meets it on every seed.
+      { ...propertyParams(150), examples: [[HELD_ON_CONNECTION]] },
     );
-    assert.ok(heldSeen > 0, 'a listed difference was met at least once (the generator reaches it)');
+    assert.ok(heldSeen > 0, 'a listed difference was met at least once (the sequences reach it)');
   });
 
   it("an event POSTed while the node's budget is spent gives its author's charge back", async () => {
