@@ -316,27 +316,47 @@ const sessionFrame = fc.record({
   ),
 });
 
-/** A run in which an author is charged once, then a forgery in its name takes the hash path. */
-function forgeryOnTheHashPath() {
-  const [first, second] = [SIGNED_EVENTS[0]!, SIGNED_EVENTS[1]!];
-  const forgery = { ...second, sig: SIGNED_EVENTS[6]!.sig };
-  const frame = (event: typeof first, signed: boolean) => ({
-    conn: 0,
-    frame: { kind: 'EVENT' as const, text: JSON.stringify(['EVENT', event]), event, signed },
-    binary: false,
-    oversize: false,
-    storeFails: false,
-    relayRefuses: false,
-    replayOf: null,
-  });
+type ExampleFrame = { event: (typeof SIGNED_EVENTS)[number]; signed: boolean; refused?: boolean };
+
+/** A run of EVENT frames on one connection, the store allowing every charge. */
+function exampleRun(frames: ExampleFrame[]) {
   return {
     script: ['allowed' as ScriptedAnswer],
     order: ['pubkey', 'ip'] as IdentitySource[],
     verify: 'auto' as const,
     quotasEnabled: true,
     maxInvalidEvents: 2,
-    frames: [frame(first, true), frame(forgery, false)],
+    frames: frames.map(({ event, signed, refused }) => ({
+      conn: 0,
+      frame: { kind: 'EVENT' as const, text: JSON.stringify(['EVENT', event]), event, signed },
+      binary: false,
+      oversize: false,
+      storeFails: false,
+      relayRefuses: refused ?? false,
+      replayOf: null,
+    })),
   };
+}
+
+/**
+ * Runs that each reach a branch chance reaches only a few times in 300 (so on some seeds
+ * never): an author charged once, then a forgery in its name on the hash path; an accepted
+ * event sent again (a duplicate); an event the relay refuses (its author refunded).
+ */
+function rareRuns() {
+  const [first, second] = [SIGNED_EVENTS[0]!, SIGNED_EVENTS[1]!];
+  const forgery = { ...second, sig: SIGNED_EVENTS[6]!.sig };
+  return [
+    exampleRun([
+      { event: first, signed: true },
+      { event: forgery, signed: false },
+    ]),
+    exampleRun([
+      { event: first, signed: true },
+      { event: first, signed: true },
+    ]),
+    exampleRun([{ event: first, signed: true, refused: true }]),
+  ];
 }
 
 function seenIds(keys: Iterable<string>): Set<string> {
@@ -634,8 +654,7 @@ describe('the admission step over generated frames and requests', { timeout: 180
       }),
       {
         ...propertyParams(300),
-        // Rare by chance, so given once: an author with room, then a forgery in its name.
-        examples: [[forgeryOnTheHashPath()]],
+        examples: rareRuns().map((run) => [run] as [typeof run]),
       },
     );
     for (const [branch, times] of Object.entries(reached)) {
