@@ -313,7 +313,7 @@ function tierOfClient(
 ): string | undefined {
   if (source === 'apiKey') return ctx.policy.tierOfApiKey(raw);
   if (source === 'pubkey' || source === 'auth') {
-    return ctx.policy.tierOfPubkey(raw) ?? ctx.policy.defaultTier;
+    return ctx.policy.tierOfAuthor(raw);
   }
   return ctx.policy.defaultTier;
 }

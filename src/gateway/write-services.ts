@@ -6,7 +6,6 @@ import { EventPolicy } from '../nostr/event-policy.js';
 import { eventIdMatches, verifySignature } from '../nostr/frames.js';
 import { Charger } from '../quota/charger.js';
 import { Headroom } from '../quota/headroom.js';
-import { pubkeyIdentity } from '../quota/policy.js';
 import { WindowCounters } from '../util/window-counters.js';
 import { EarlyRetries } from '../write/early-retries.js';
 import { SeenIds, claimMs } from '../write/seen-ids.js';
@@ -56,8 +55,8 @@ function settleServices(
   return {
     async claim(event, shared, policy) {
       const { config } = ctx;
-      const tier = pubkeyIdentity('pubkey', event.pubkey, policy, config.identity.keySalt).tier;
-      const windowSec = policy.limitOf(tier, 'write')?.windowSec;
+      // The tier alone: the author's hashed key is not needed to find its window.
+      const windowSec = policy.limitOf(policy.tierOfAuthor(event.pubkey), 'write')?.windowSec;
       if (!windowSec) return;
       const ms = claimMs(windowSec, event.created_at, Math.floor(now() / 1000));
       await seen.claim(event.id, ms, shared && config.quotas.enabled);

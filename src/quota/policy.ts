@@ -198,6 +198,11 @@ export class Policy {
     return tier !== undefined && Object.hasOwn(this.state.tiers, tier) ? tier : undefined;
   }
 
+  /** The tier a pubkey writes under: its listed or trust tier, else the default. */
+  tierOfAuthor(pubkey: string): string {
+    return this.tierOfPubkey(pubkey) ?? this.defaultTier;
+  }
+
   /**
    * Whether a pubkey is listed in a tier that lifts the address quota (chargeAddress false):
    * once the gateway checked a signature of that key, its writes do not pay the address.
@@ -401,5 +406,5 @@ export function pubkeyIdentity(
   policy: Policy,
   salt: string,
 ): Identity {
-  return makeIdentity(source, pubkey, policy.tierOfPubkey(pubkey) ?? policy.defaultTier, salt);
+  return makeIdentity(source, pubkey, policy.tierOfAuthor(pubkey), salt);
 }
