@@ -1,9 +1,11 @@
+import type { Writable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { RawData, WebSocket } from 'ws';
 import { closingNotice, GATEWAY_ERROR_NOTICE } from '../nostr/refusals.js';
 import type { SessionAction } from '../nostr/session.js';
 import type { ConnectionFacts } from './admission.js';
 import type { GatewayContext } from './context.js';
+import type { TurnWrites } from './turn-writes.js';
 import type { Drainable } from './ws-drain.js';
 
 /** Who is on the other end of a client connection, fixed at connect. */
@@ -11,6 +13,14 @@ export interface ConnectionInfo {
   ip: string;
   apiKey?: string;
   nodeId: string;
+}
+
+/** The sockets under a connection's two WebSockets, and what holds their writes for a turn. */
+export interface PumpSockets {
+  writes: TurnWrites;
+  client: Writable;
+  /** Unknown only if the relay's handshake answer was never seen (then writes go at once). */
+  upstream: Writable | undefined;
 }
 
 /** Bytes buffered towards one side before the other side is paused. */
@@ -86,6 +96,7 @@ export class ProxiedConnection implements Drainable {
     private readonly upstream: WebSocket,
     private readonly ctx: GatewayContext,
     private readonly info: ConnectionInfo,
+    private readonly sockets: PumpSockets,
     private readonly onGone: () => void,
   ) {
     this.facts = { ...info, session: ctx.admission.newSession() };
@@ -267,6 +278,7 @@ export class ProxiedConnection implements Drainable {
   private toClient(data: RawData, isBinary: boolean): void {
     if (this.client.readyState !== this.client.OPEN) return;
     const bound = this.clientBound;
+    this.sockets.writes.hold(this.sockets.client);
     this.client.send(data, { binary: isBinary }, () => {
       if (this.client.bufferedAmount >= bound.low) return;
       if (this.upstream.isPaused) this.upstream.resume();
@@ -308,6 +320,7 @@ export class ProxiedConnection implements Drainable {
 
   private toUpstream(data: Buffer): void {
     if (this.upstream.readyState !== this.upstream.OPEN) return;
+    if (this.sockets.upstream) this.sockets.writes.hold(this.sockets.upstream);
     this.upstream.send(data, { binary: false }, () => {
       if (this.pausedForUpstream && this.upstream.bufferedAmount < LOW_WATER) {
         this.pausedForUpstream = false;

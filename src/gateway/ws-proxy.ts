@@ -1,4 +1,5 @@
 import type { IncomingMessage, Server } from 'node:http';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { WebSocket, WebSocketServer } from 'ws';
 import { AddressSlots } from './address-slots.js';
@@ -6,6 +7,7 @@ import type { GatewayContext } from './context.js';
 import { parseRequestTarget } from './request-target.js';
 import { blameOf } from './upstream-io.js';
 import type { UpstreamState } from './upstreams.js';
+import { TurnWrites } from './turn-writes.js';
 import { checkUpgradeRequest, rejectUpgrade } from './upgrade-request.js';
 import type { UpgradeRefusal } from './upgrade-request.js';
 import { ProxiedConnection } from './ws-connection.js';
@@ -17,6 +19,8 @@ interface ProxyState {
   wss: WebSocketServer;
   slots: AddressSlots;
   connections: Set<ProxiedConnection>;
+  /** Every connection's writes of one callback leave together (turn-writes.ts). */
+  writes: TurnWrites;
 }
 
 /** Seconds a client refused for holding too many connections is asked to wait. */
@@ -42,6 +46,7 @@ export function attachWebSocketProxy(server: Server, ctx: GatewayContext) {
     wss: new WebSocketServer({ noServer: true, maxPayload, perMessageDeflate: false }),
     slots: new AddressSlots(limits.maxConnectionsPerAddress),
     connections: new Set(),
+    writes: new TurnWrites(),
   };
 
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
@@ -83,6 +88,8 @@ class UpgradeAttempt {
   private settled = false;
   private releaseSlot: (() => void) | undefined;
   private upstream: WebSocket | undefined;
+  /** The relay socket under `upstream`, once its handshake is answered. */
+  private upstreamSocket: Socket | undefined;
   private timer: NodeJS.Timeout | undefined;
   private timedOut = false;
   private readonly onClientClose = () => this.abandon();
@@ -198,6 +205,9 @@ class UpgradeAttempt {
     upstream.on('unexpected-response', (_request, res) =>
       this.guarded(() => this.relayAnswered(node, res)),
     );
+    upstream.once('upgrade', (res) => {
+      this.upstreamSocket = res.socket;
+    });
     upstream.on('error', (err) => this.guarded(() => this.relayFailed(node, err)));
     upstream.once('open', () => this.guarded(() => this.accept(upstream, node, who)));
   }
@@ -249,7 +259,7 @@ class UpgradeAttempt {
     node: UpstreamState,
     who: { ip: string; apiKey?: string },
   ): void {
-    const { ctx, wss, connections } = this.state;
+    const { ctx, wss, connections, writes } = this.state;
     clearTimeout(this.timer);
     if (this.settled) return this.abandon();
     this.socket.off('close', this.onClientClose);
@@ -259,7 +269,9 @@ class UpgradeAttempt {
     wss.handleUpgrade(this.req, this.socket, this.head, (client) => {
       this.settled = true;
       ctx.metrics.openWebSockets.inc();
-      const conn = new ProxiedConnection(client, upstream, ctx, { ...who, nodeId: node.id }, () => {
+      const sockets = { writes, client: this.socket, upstream: this.upstreamSocket };
+      const info = { ...who, nodeId: node.id };
+      const conn = new ProxiedConnection(client, upstream, ctx, info, sockets, () => {
         release?.();
         if (connections.delete(conn)) ctx.metrics.openWebSockets.dec();
       });

@@ -1,10 +1,11 @@
 /**
  * Subscription caps per connection (nostr.maxSubscriptions, nostr.maxFiltersPerReq) through
- * the gateway to the reference relay.
+ * the gateway to the reference relay, and a REQ's many stored events passed on whole.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { NostrClient } from '../helpers/gateway.js';
+import { finalizeEvent, generateSecretKey } from 'nostr-tools/pure';
+import { NostrClient } from '../helpers/gateway.js';
 import { nostrSuite } from '../helpers/nostr-suite.js';
 
 const MAX_SUBS = 2;
@@ -69,5 +70,35 @@ describe('subscription caps', { timeout: 90_000 }, () => {
     await client.until((m) => m.some((x) => x[0] === 'CLOSED' && x[1] === 'count'));
     const two = await req(client, 'two', { kinds: [1] }, { kinds: [7] });
     assert.equal(two[0], 'EOSE');
+  });
+
+  it("passes a REQ's stored events on whole and in the relay's order", async () => {
+    // 300 events of about 1 KiB: the answer spans many reads of the relay socket, each
+    // passed on in one write (turn-writes.ts), and more than one write to the client.
+    const sk = generateSecretKey();
+    const direct = await NostrClient.connect(suite.relay().url);
+    const now = Math.floor(Date.now() / 1000);
+    const sent = Array.from({ length: 300 }, (_, i) =>
+      finalizeEvent(
+        { kind: 1, created_at: now - i, tags: [], content: `${i} ${'x'.repeat(1000)}` },
+        sk,
+      ),
+    );
+    for (const event of sent) direct.send(['EVENT', event]);
+    await direct.until((m) => m.filter((x) => x[0] === 'OK' && x[2] === true).length === 300);
+    const filter = { authors: [sent[0]!.pubkey], limit: 300 };
+    const idsOf = (msgs: unknown[]) =>
+      msgs
+        .filter((m) => (m as unknown[])[0] === 'EVENT')
+        .map((m) => ((m as unknown[])[2] as { id: string }).id);
+    const fromRelay = idsOf(await req(direct, 'all', filter).then(() => direct.received));
+    direct.close();
+    assert.equal(fromRelay.length, 300, 'the relay holds them all');
+    const client = await suite.connect('127.0.15.6');
+    const from = client.received.length;
+    await req(client, 'all', filter);
+    const through = client.received.slice(from);
+    assert.deepEqual(idsOf(through), fromRelay, 'every event, once, in the same order');
+    assert.deepEqual(through.at(-1), ['EOSE', 'all'], 'and EOSE after them');
   });
 });
