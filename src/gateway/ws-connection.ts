@@ -15,12 +15,10 @@ export interface ConnectionInfo {
   nodeId: string;
 }
 
-/** The sockets under a connection's two WebSockets, and what holds their writes for a turn. */
-export interface PumpSockets {
+/** The client's socket under its WebSocket, and what holds its writes for a callback. */
+export interface HeldClientWrites {
   writes: TurnWrites;
-  client: Writable;
-  /** Unknown only if the relay's handshake answer was never seen (then writes go at once). */
-  upstream: Writable | undefined;
+  socket: Writable;
 }
 
 /** Bytes buffered towards one side before the other side is paused. */
@@ -96,7 +94,7 @@ export class ProxiedConnection implements Drainable {
     private readonly upstream: WebSocket,
     private readonly ctx: GatewayContext,
     private readonly info: ConnectionInfo,
-    private readonly sockets: PumpSockets,
+    private readonly held: HeldClientWrites,
     private readonly onGone: () => void,
   ) {
     this.facts = { ...info, session: ctx.admission.newSession() };
@@ -114,7 +112,12 @@ export class ProxiedConnection implements Drainable {
         actions = session.relay(buf);
       }
       // The message reaches the client before what it causes (an OK before the close it ends in).
-      if (!actions.some((a) => a.type === 'withhold')) this.toClient(data, isBinary);
+      if (!actions.some((a) => a.type === 'withhold')) {
+        // A subscription's events come many to a read: they leave together. An OK, one to a
+        // read, goes at once.
+        if (!isBinary && isCompactEvent(data)) this.held.writes.hold(this.held.socket);
+        this.toClient(data, isBinary);
+      }
       for (const action of actions) this.act(action);
       if (this.lingering && session.awaitingCount === 0) this.closeUpstream(1000, 'client closed');
       if (this.leavingAs) this.leaveIfSettled();
@@ -278,7 +281,6 @@ export class ProxiedConnection implements Drainable {
   private toClient(data: RawData, isBinary: boolean): void {
     if (this.client.readyState !== this.client.OPEN) return;
     const bound = this.clientBound;
-    this.sockets.writes.hold(this.sockets.client);
     this.client.send(data, { binary: isBinary }, () => {
       if (this.client.bufferedAmount >= bound.low) return;
       if (this.upstream.isPaused) this.upstream.resume();
@@ -320,7 +322,6 @@ export class ProxiedConnection implements Drainable {
 
   private toUpstream(data: Buffer): void {
     if (this.upstream.readyState !== this.upstream.OPEN) return;
-    if (this.sockets.upstream) this.sockets.writes.hold(this.sockets.upstream);
     this.upstream.send(data, { binary: false }, () => {
       if (this.pausedForUpstream && this.upstream.bufferedAmount < LOW_WATER) {
         this.pausedForUpstream = false;
@@ -399,6 +400,20 @@ export function closeReason(reason: string): string {
 function closeSocket(ws: WebSocket, code: number, reason: string): void {
   if (ws.readyState === ws.OPEN) ws.close(code, closeReason(reason));
   else if (ws.readyState === ws.CONNECTING) ws.terminate();
+}
+
+const EVENT_HEAD = Buffer.from('["EVENT"');
+
+/**
+ * A relay message that starts `["EVENT"`, as relays write a subscription's events. The same
+ * message spelled with spaces is merely not held: it still goes, one write of its own.
+ */
+export function isCompactEvent(data: RawData): boolean {
+  return (
+    Buffer.isBuffer(data) &&
+    data.length >= EVENT_HEAD.length &&
+    EVENT_HEAD.compare(data, 0, EVENT_HEAD.length) === 0
+  );
 }
 
 function toBuffer(data: RawData): Buffer {

@@ -1,5 +1,4 @@
 import type { IncomingMessage, Server } from 'node:http';
-import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { WebSocket, WebSocketServer } from 'ws';
 import { AddressSlots } from './address-slots.js';
@@ -19,7 +18,7 @@ interface ProxyState {
   wss: WebSocketServer;
   slots: AddressSlots;
   connections: Set<ProxiedConnection>;
-  /** Every connection's writes of one callback leave together (turn-writes.ts). */
+  /** A subscription's events to a client, read together, leave together (turn-writes.ts). */
   writes: TurnWrites;
 }
 
@@ -88,8 +87,6 @@ class UpgradeAttempt {
   private settled = false;
   private releaseSlot: (() => void) | undefined;
   private upstream: WebSocket | undefined;
-  /** The relay socket under `upstream`, once its handshake is answered. */
-  private upstreamSocket: Socket | undefined;
   private timer: NodeJS.Timeout | undefined;
   private timedOut = false;
   private readonly onClientClose = () => this.abandon();
@@ -205,9 +202,6 @@ class UpgradeAttempt {
     upstream.on('unexpected-response', (_request, res) =>
       this.guarded(() => this.relayAnswered(node, res)),
     );
-    upstream.once('upgrade', (res) => {
-      this.upstreamSocket = res.socket;
-    });
     upstream.on('error', (err) => this.guarded(() => this.relayFailed(node, err)));
     upstream.once('open', () => this.guarded(() => this.accept(upstream, node, who)));
   }
@@ -269,9 +263,9 @@ class UpgradeAttempt {
     wss.handleUpgrade(this.req, this.socket, this.head, (client) => {
       this.settled = true;
       ctx.metrics.openWebSockets.inc();
-      const sockets = { writes, client: this.socket, upstream: this.upstreamSocket };
       const info = { ...who, nodeId: node.id };
-      const conn = new ProxiedConnection(client, upstream, ctx, info, sockets, () => {
+      const held = { writes, socket: this.socket };
+      const conn = new ProxiedConnection(client, upstream, ctx, info, held, () => {
         release?.();
         if (connections.delete(conn)) ctx.metrics.openWebSockets.dec();
       });

@@ -1,7 +1,8 @@
 /**
  * TurnWrites on real loopback sockets: what one callback writes to a socket leaves in one
  * socket write, in order, once the callback is done; nothing waits past it; an ended socket
- * still sends what it held and a destroyed one does not stop the others.
+ * still sends what it held and a destroyed one does not stop the others. And which relay
+ * messages the pump holds: a subscription's events, never an OK.
  */
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
@@ -9,6 +10,7 @@ import { Socket, createServer } from 'node:net';
 import type { AddressInfo, Server } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { TurnWrites } from '../../../src/gateway/turn-writes.js';
+import { isCompactEvent } from '../../../src/gateway/ws-connection.js';
 
 /** A connected pair: `near` is written to, `far` collects what arrives. */
 interface Pair {
@@ -134,5 +136,26 @@ describe('TurnWrites', { timeout: 30_000 }, () => {
     turn.hold(dying.near);
     assert.equal(ending.near.writableCorked, 0);
     living.near.destroy();
+  });
+});
+
+describe('the relay messages the pump holds', { timeout: 10_000 }, () => {
+  it("holds a subscription's events and nothing that answers a write", () => {
+    const held = (text: string) => isCompactEvent(Buffer.from(text));
+    assert.equal(held('["EVENT","sub",{"id":"00"}]'), true);
+    for (const other of [
+      '["OK","00",true,""]',
+      '["EOSE","sub"]',
+      '["NOTICE","x"]',
+      '["CLOSED","sub",""]',
+      '["AUTH","challenge"]',
+      '["EVENTS"]',
+      '[ "EVENT","sub",{}]',
+      '["EVEN',
+      '',
+    ]) {
+      assert.equal(held(other), false, other);
+    }
+    assert.equal(isCompactEvent([Buffer.from('["EVENT"'), Buffer.from(',"s",{}]')]), false);
   });
 });
