@@ -4,10 +4,13 @@
  * memory without limit (300k frames: +121 MiB). Bytes buffered towards a client are bounded:
  * past a high-water mark the gateway stops reading from it (its writes back up in the kernel),
  * and past `limits.maxBufferedBytesPerClient` it is closed (1008). Other clients are served.
+ * The same holds for what the relay sends it: a subscription's events, which the gateway
+ * holds to send together (turn-writes.ts), count towards the bound as they are held.
  */
 import assert from 'node:assert/strict';
 import type net from 'node:net';
 import { after, before, describe, it } from 'node:test';
+import { finalizeEvent, generateSecretKey } from 'nostr-tools/pure';
 import { NostrClient, startGateway } from '../helpers/gateway.js';
 import type { GatewayUnderTest } from '../helpers/gateway.js';
 import { isAlive } from '../helpers/cli.js';
@@ -31,6 +34,8 @@ const MiB = 1024 * 1024;
  * flood's length.
  */
 const RSS_GROWTH_BOUND = 128 * MiB;
+/** 80 MiB of a relay's answers asked for: held past the high-water mark, they would show. */
+const RELAY_ANSWERS_GROWTH_BOUND = 48 * MiB;
 const FRAMES = 600_000;
 const BATCH = 2000;
 const FLOOD_MS = 20_000;
@@ -161,5 +166,45 @@ describe('a client that writes and never reads', { timeout: 180_000 }, () => {
     const metrics = await metricsOf(gw.adminUrl);
     assert.equal(metricSum(metrics, 'sluice_slow_clients_total', { action: 'closed' }), 1);
     await assertOthersServed(gw, '127.0.18.5');
+  });
+
+  it("is paused once a relay's answers to it pass the high-water mark: gateway memory stays bounded", async () => {
+    // 400 stored events of about 2 KiB: each REQ's answer is some 0.8 MiB, read from the relay
+    // many events at a time and held together on their way to a client that never reads.
+    const direct = await NostrClient.connect(relay.url);
+    const sk = generateSecretKey();
+    const now = Math.floor(Date.now() / 1000);
+    for (let i = 0; i < 400; i++) {
+      const content = `${i} ${'y'.repeat(2000)}`;
+      direct.send([
+        'EVENT',
+        finalizeEvent({ kind: 1, created_at: now - i, tags: [], content }, sk),
+      ]);
+    }
+    await direct.until((m) => m.filter((x) => x[0] === 'OK' && x[2] === true).length === 400);
+    direct.close();
+    const gw = await gateway();
+    const { socket, status } = await rawUpgrade(gw.url, { from: '127.0.18.6' });
+    sockets.push(socket);
+    assert.equal(status, 101);
+    socket.pause();
+    const before = rssBytes(gw.proc.pid);
+    // A hundred REQs, never a byte read: some 80 MiB asked for.
+    for (let n = 0; n < 100; n++) socket.write(clientTextFrame(`["REQ","s${n}",{"limit":400}]`));
+    await waitFor(
+      'the gateway to pause the client that does not read',
+      async () =>
+        metricSum(await metricsOf(gw.adminUrl), 'sluice_slow_clients_total', {
+          action: 'paused',
+        }) >= 1,
+      30_000,
+    );
+    const peak = await untilQuiet(gw);
+    const grew = peak - before;
+    assert.ok(
+      grew < RELAY_ANSWERS_GROWTH_BOUND,
+      `gateway RSS grew by ${(grew / MiB).toFixed(1)} MiB`,
+    );
+    await assertOthersServed(gw, '127.0.18.7');
   });
 });
