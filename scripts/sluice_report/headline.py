@@ -9,7 +9,8 @@ gives "n/a" with the reason; nothing is guessed.
 - Nostr: EVENT/s (OKs per second) through each gateway configuration / the relay alone, same
   relay implementation and connections (the relay alone has no Valkey: any topology's gateway
   compares with it). The long tail (every event from a new author) divides by the relay alone
-  on the long tail's events; every other Nostr workload by the relay alone on `nostr`'s.
+  on the long tail's events, and reads (REQs answered per second, 50 stored notes each) by the
+  relay alone on the same pages; every other Nostr workload by the relay alone on `nostr`'s.
 - HTTP light: each sluice client / the fastify-rate-limit peer and / quotas-off, same
   topology and connections.
 - CPU: the front end's CPU milliseconds per request, per run, next to the peer's (HTTP) or the
@@ -23,20 +24,22 @@ from typing import Optional
 
 from .aggregate import Config
 from .load import REFERENCE_RELAY, Run
-from .names import (CEILING, CLIENTS, GATEWAY_VERIFIED, LONG_TAIL, PEER, RELAY_ALONE,
+from .names import (CEILING, CLIENTS, GATEWAY_VERIFIED, LONG_TAIL, PEER, READS, RELAY_ALONE,
                     RELAY_VERIFIED, SENDER_ONLY, impl_rank, mode_rank)
 from .stats import mean
 
 # Nostr through the gateway: the default (authors charged on the hash far from their limit),
 # the default on a long tail of authors (every event from a new one), every signature verified
-# by the gateway, by the relay (authors charged on its OK), and sender-only.
-NOSTR_WORKLOADS = ("nostr", LONG_TAIL, GATEWAY_VERIFIED, RELAY_VERIFIED, SENDER_ONLY)
+# by the gateway, by the relay (authors charged on its OK), and sender-only; and reads.
+NOSTR_WORKLOADS = ("nostr", LONG_TAIL, GATEWAY_VERIFIED, RELAY_VERIFIED, SENDER_ONLY, READS)
 NOSTR_LABELS = {"nostr": "", LONG_TAIL: " (long tail: every event from a new author)",
                 GATEWAY_VERIFIED: " (verified by the gateway)",
-                RELAY_VERIFIED: " (verified by the relay)", SENDER_ONLY: " (sender only)"}
+                RELAY_VERIFIED: " (verified by the relay)", SENDER_ONLY: " (sender only)",
+                READS: " (reads: REQs per second, 50 stored notes each)"}
 # Each Nostr workload's relay-alone baseline: the relay on the same events (the long tail's
-# are signed by a key each); the verification variants send `nostr`'s.
-RELAY_ALONE_WORKLOAD = {LONG_TAIL: LONG_TAIL}
+# are signed by a key each; reads ask for the same pages); the verification variants send
+# `nostr`'s.
+RELAY_ALONE_WORKLOAD = {LONG_TAIL: LONG_TAIL, READS: READS}
 
 
 class _PerRound:
@@ -131,7 +134,7 @@ def _pick(candidates: list[Config], duration_s: float) -> Optional[Config]:
 
 def relay_alone_for(cfg: Config, configs: list[Config]) -> Optional[Config]:
     # The relay alone does not verify at the gateway: one baseline for every variant that
-    # sends `nostr`'s events; the long tail has its own (its events, a key each).
+    # sends `nostr`'s events; the long tail and reads have their own.
     workload = RELAY_ALONE_WORKLOAD.get(cfg.workload, "nostr")
     return _pick([c for c in configs if c.implementation == RELAY_ALONE
                   and c.workload == workload and c.relay_impl == cfg.relay_impl

@@ -63,6 +63,10 @@ GATEWAY_VERIFIED = "nostr-gateway-verified"
 LONG_TAIL = "nostr-long-tail"
 if not {SENDER_ONLY, RELAY_VERIFIED, GATEWAY_VERIFIED, LONG_TAIL} <= set(VARIANTS.values()):
     raise ImportError("names.py names Nostr variants the schema does not: update it")
+# Pages of stored notes asked over and over (a REQ, its events, EOSE): a request is a REQ.
+READS = "nostr-reads"
+if READS not in WORKLOADS:
+    raise ImportError("names.py names a workload the schema does not: update it")
 # feed: the pressure feed that adaptive runs sample beside relay, gateways and Valkey.
 ROLES = _enum(_SCHEMA["properties"]["processes"]["items"]["properties"]["role"])
 # The adaptive arms in the report's order (no adaptation, then the laws' registry, LAWS) and

@@ -190,52 +190,36 @@ export async function runNostrLoad(opts: NostrLoadOptions): Promise<NostrLoadRes
     else onIdle?.();
   };
 
-  const open = (index: number): Promise<void> =>
-    new Promise((resolve) => {
-      let ws: WebSocket;
-      try {
-        ws = new WebSocket(opts.url, {
-          headers: opts.headersFor(index),
-          perMessageDeflate: false,
-          handshakeTimeout: CONNECT_TIMEOUT_MS,
-        });
-      } catch {
-        counts.errors++;
-        return resolve();
-      }
-      const conn: Conn = {
-        ws,
-        next: fresh
-          ? 0
-          : (index * Math.max(1, Math.floor(frames.length / opts.connections))) % frames.length,
-        dead: false,
-      };
-      conns.push(conn);
-      ws.on('message', (data) => onMessage(conn, data));
-      ws.on('error', () => {
-        fail(conn);
-        resolve();
-      });
-      ws.on('close', () => {
-        fail(conn);
-        resolve();
-      });
-      ws.once('open', () => resolve());
+  const open = async (index: number): Promise<void> => {
+    // Known once open: a failure before that is counted here, one after by fail().
+    const opened: { conn?: Conn } = {};
+    const ws = await openLoadSocket(opts.url, opts.headersFor(index), {
+      onMessage: (data) => onMessage(opened.conn!, data),
+      onGone: () => (opened.conn ? fail(opened.conn) : counts.errors++),
     });
+    if (!ws) return;
+    const conn: Conn = (opened.conn = {
+      ws,
+      next: fresh
+        ? 0
+        : (index * Math.max(1, Math.floor(frames.length / opts.connections))) % frames.length,
+      dead: false,
+    });
+    conns.push(conn);
+  };
 
   await Promise.all(Array.from({ length: opts.connections }, (_, i) => open(i)));
 
   // The measured window starts with every connection open (or failed).
-  const t0 = performance.now();
   sending = true;
-  for (const conn of conns) sendNext(conn);
-  const progress = opts.onProgress
-    ? setInterval(() => opts.onProgress!((performance.now() - t0) / 1000), 1000)
-    : undefined;
-  await new Promise<void>((resolve) => setTimeout(resolve, opts.durationSec * 1000));
+  const wallSeconds = await measuredWindow(
+    opts.durationSec,
+    (s) => opts.onProgress?.(s),
+    () => {
+      for (const conn of conns) sendNext(conn);
+    },
+  );
   sending = false;
-  const wallSeconds = (performance.now() - t0) / 1000;
-  if (progress) clearInterval(progress);
 
   // Wait for the OKs still outstanding, up to the grace period.
   const outstanding = () => conns.filter((c) => !c.dead && c.inFlight).length;
@@ -257,8 +241,62 @@ export async function runNostrLoad(opts: NostrLoadOptions): Promise<NostrLoadRes
   return { wallSeconds, counts, latencyMs: percentiles(latencies), exhausted, stored };
 }
 
+/**
+ * One load connection: resolved with its socket once open, or undefined when it failed to
+ * open (onGone has been called). onGone is called once when it errors or closes.
+ */
+export function openLoadSocket(
+  url: string,
+  headers: Record<string, string>,
+  on: { onMessage(data: RawData): void; onGone(): void },
+): Promise<WebSocket | undefined> {
+  return new Promise((resolve) => {
+    let ws: WebSocket;
+    let opened = false;
+    let gone = false;
+    const goneOnce = () => {
+      if (gone) return;
+      gone = true;
+      on.onGone();
+      if (!opened) resolve(undefined);
+    };
+    try {
+      ws = new WebSocket(url, {
+        headers,
+        perMessageDeflate: false,
+        handshakeTimeout: CONNECT_TIMEOUT_MS,
+      });
+    } catch {
+      return goneOnce();
+    }
+    ws.on('message', (data) => on.onMessage(data));
+    ws.on('error', goneOnce);
+    ws.on('close', goneOnce);
+    ws.once('open', () => {
+      opened = true;
+      resolve(ws);
+    });
+  });
+}
+
+/** The measured window: `start`, then `durationSec` with progress about once a second; its wall seconds. */
+export async function measuredWindow(
+  durationSec: number,
+  onProgress: ((elapsedSec: number) => void) | undefined,
+  start: () => void,
+): Promise<number> {
+  const t0 = performance.now();
+  start();
+  const progress = onProgress
+    ? setInterval(() => onProgress((performance.now() - t0) / 1000), 1000)
+    : undefined;
+  await new Promise<void>((resolve) => setTimeout(resolve, durationSec * 1000));
+  if (progress) clearInterval(progress);
+  return (performance.now() - t0) / 1000;
+}
+
 /** Close with 1000 and wait for the close handshake, briefly; then drop the socket. */
-function closeQuietly(conn: { ws: WebSocket }): Promise<void> {
+export function closeQuietly(conn: { ws: WebSocket }): Promise<void> {
   const { ws } = conn;
   if (ws.readyState === WebSocket.CLOSED) return Promise.resolve();
   return new Promise((resolve) => {

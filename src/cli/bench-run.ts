@@ -220,12 +220,13 @@ export function registerBenchRun(bench: Command): void {
       if (relayImpl !== 'reference' && flags.relay) {
         throw new Error(`--relay names a running reference relay; ${relayImpl} is started per run`);
       }
-      if (target.implementation === 'relay-alone' && workload !== 'nostr') {
+      const speaksNostr = spec.transport === 'websocket';
+      if (target.implementation === 'relay-alone' && !speaksNostr) {
         throw new Error(
           `relay-alone measures the Nostr relay by itself: use --workload nostr, not ${named}`,
         );
       }
-      if (isWsFloor(target.implementation) && workload !== 'nostr') {
+      if (isWsFloor(target.implementation) && !speaksNostr) {
         throw new Error(
           `${target.implementation} proxies WebSocket only: use a Nostr workload, not ${named}`,
         );

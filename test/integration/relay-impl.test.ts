@@ -23,37 +23,13 @@ import { parseNodeAddress } from '../../src/store/options.js';
 import { startRelay } from '../helpers/processes.js';
 import type { RelayProcess } from '../helpers/processes.js';
 import { waitFor } from '../helpers/raw-socket.js';
+import { nostrRunConfig } from '../helpers/run-config.js';
 import '../helpers/signals.js';
 import { relaysUnderSuite } from '../helpers/third-party-relays.js';
 
 const VALKEY = process.env.SLUICE_TEST_STANDALONE;
 
-function nostrConfig(over: Partial<RunConfig>): RunConfig {
-  return {
-    implementation: 'relay-alone',
-    client: null,
-    mode: 'standalone',
-    workload: 'nostr',
-    transport: 'websocket',
-    connections: 4,
-    durationSec: 2,
-    warmupSec: 0,
-    run: 1,
-    runs: 1,
-    keys: 100,
-    distribution: 'uniform',
-    zipfExponent: null,
-    floodShare: null,
-    quota: { points: 1_000_000, windowSec: 1 },
-    inMemoryBlock: true,
-    relayWorkIterations: 0,
-    law: null,
-    seed: 7,
-    relayImpl: 'reference',
-    freshEvents: { maxPerSec: 3000, authors: 50 },
-    ...over,
-  };
-}
+const nostrConfig = nostrRunConfig;
 
 async function relayStats(
   url: string,
@@ -333,6 +309,30 @@ for (const suite of relaysUnderSuite()) {
         const relay = r.processes.find((p) => p.role === 'relay')!;
         assert.equal(relay.name, suite.kind.label());
         assert.ok(relay.cpuPercent.mean! > 0);
+      },
+    );
+
+    it(
+      'relay-alone nostr-reads: the pages stored over its WebSocket come back whole',
+      {
+        skip: suite.skip || (VALKEY ? false : 'SLUICE_TEST_STANDALONE is not set'),
+      },
+      async () => {
+        const lines: string[] = [];
+        const r = await runOnce(
+          nostrConfig({
+            relayImpl: suite.impl,
+            workload: 'nostr-reads',
+            connections: 2,
+            durationSec: 2,
+            freshEvents: null,
+          }),
+          { valkey: parseNodeAddress(VALKEY!) },
+          (l) => lines.push(l),
+        );
+        assert.equal(r.status, 'ok', `${r.failureReasons.join('; ')}\n${lines.join('\n')}`);
+        assert.ok(r.counts!.requests > 0);
+        assert.equal(r.reads!.events, r.counts!.requests * r.reads!.limit);
       },
     );
   });

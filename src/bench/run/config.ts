@@ -137,7 +137,18 @@ export interface WorkloadSpec {
    * a public relay's long tail of authors looks to a gateway (see LONG_TAIL in fresh-budget.ts).
    */
   longTail?: true;
+  /**
+   * Nostr: the load reads (a REQ for a page of READS.limit stored events, EOSE, CLOSE, again)
+   * from a relay holding READS.stored events, stored before the run (see ws-read-load.ts).
+   */
+  reads?: true;
 }
+
+/**
+ * What `nostr-reads` asks of a relay: pages of 50 kind-1 notes of about 300 bytes, from 2,000
+ * stored. A client opening a feed asks for tens to hundreds of notes at a time.
+ */
+export const READS = { stored: 2000, limit: 50, contentBytes: 256 } as const;
 
 /**
  * The author quota of `nostr-at-limit`: far fewer events than each author sends in a run (its
@@ -216,6 +227,19 @@ export const WORKLOAD_SPECS = {
     identity: ['pubkey', 'ip'],
     nostrIdentity: 'pubkey-long-tail',
     longTail: true,
+  },
+  // A public relay's main traffic: subscriptions. Each connection asks for pages of stored
+  // notes, one REQ after another; reads are free by default, so one client runs it, compared
+  // with the relay alone and with quotas off.
+  'nostr-reads': {
+    ...NOSTR,
+    load: 'nostr-reads',
+    baselines: ['quotas-off'],
+    relayAlone: true,
+    firstClientOnly: true,
+    identity: ['pubkey', 'ip'],
+    nostrIdentity: 'pubkey',
+    reads: true,
   },
   // The gateway verifies every EVENT before charging its author (nostr.verify always: the
   // default before authors far from their limit were charged on the hash alone).

@@ -7,9 +7,11 @@ import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { finalizeEvent } from 'nostr-tools/pure';
+import { WebSocket } from 'ws';
 import { runDir } from '../../harness/paths.js';
 
-const EPOCH = 1_700_000_000;
+/** created_at of a pool's first event; event i is dated EPOCH + i. */
+export const EPOCH = 1_700_000_000;
 
 export function signPool(size: number, seed: number, contentBytes: number): string[] {
   const sk = new Uint8Array(createHash('sha256').update(`sluice-bench-${seed}`).digest());
@@ -56,4 +58,57 @@ export async function preload(relayUrl: string, pool: string[], parallel = 16): 
     }
   };
   await Promise.all(Array.from({ length: parallel }, worker));
+}
+
+/**
+ * Store the pool in any Nostr relay over its WebSocket (EVENT, then its OK), `inFlight` at a
+ * time; an OK false other than duplicate, or no answer by the deadline, stops the run.
+ */
+export async function storeOverWebSocket(
+  wsUrl: string,
+  pool: string[],
+  inFlight = 64,
+  deadlineMs = 120_000,
+): Promise<void> {
+  const ws = new WebSocket(wsUrl, { perMessageDeflate: false, handshakeTimeout: 10_000 });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      let sent = 0;
+      let answered = 0;
+      const timer = setTimeout(
+        () => reject(new Error(`the relay stored ${answered} of ${pool.length} events in time`)),
+        deadlineMs,
+      );
+      const done = (err?: Error) => {
+        clearTimeout(timer);
+        if (err) reject(err);
+        else resolve();
+      };
+      const send = () => {
+        while (sent < pool.length && sent - answered < inFlight) {
+          ws.send(`["EVENT",${pool[sent++]!}]`);
+        }
+      };
+      ws.on('message', (data) => {
+        let msg: unknown;
+        try {
+          msg = JSON.parse((data as Buffer).toString('utf8'));
+        } catch {
+          return;
+        }
+        if (!Array.isArray(msg) || msg[0] !== 'OK') return;
+        if (msg[2] !== true && !String(msg[3]).startsWith('duplicate:')) {
+          return done(new Error(`relay refused a pool event: ${JSON.stringify(msg)}`));
+        }
+        if (++answered === pool.length) return done();
+        send();
+      });
+      ws.once('error', (err) => done(err));
+      ws.once('close', () => done(new Error('the relay closed while storing the pool')));
+      ws.once('open', send);
+    });
+  } finally {
+    ws.removeAllListeners('close');
+    ws.terminate();
+  }
 }

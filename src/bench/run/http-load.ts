@@ -17,6 +17,8 @@ export interface LoadResult {
   wallSeconds: number;
   counts: LoadCounts;
   latencyMs: { p50: number; p90: number; p99: number; max: number; mean: number } | null;
+  /** Nostr reads: what the answered REQs carried (see ws-read-load.ts). */
+  reads?: { events: number; short: number };
 }
 
 export interface HttpLoadOptions {

@@ -10,6 +10,9 @@ import type { LoadResult } from './http-load.js';
 import type { FreshEvents } from './fresh-events.js';
 import { authorOf } from './fresh-events.js';
 import { runNostrLoad } from '../ws-load.js';
+import { runNostrReads } from '../ws-read-load.js';
+import { READS, workloadOf, workloadSpec } from './config.js';
+import { EPOCH } from './event-pool.js';
 
 export interface Load {
   /** Send for `seconds`, reporting the elapsed seconds now and then. */
@@ -86,6 +89,50 @@ class NostrLoad implements Load {
   }
 }
 
+/** Pages of stored notes asked over and over (nostr-reads): REQs are its requests. */
+class NostrReadLoad implements Load {
+  readonly exhausted = false;
+  readonly duplicates = 0;
+  readonly storedByAuthor = [];
+  private runs = 0;
+
+  constructor(
+    private readonly cfg: RunConfig,
+    private readonly target: LoadTarget,
+  ) {}
+
+  async run(seconds: number, onTick?: (elapsedSec: number) => void): Promise<LoadResult> {
+    const r = await runNostrReads({
+      url: this.target.url.replace(/^http/, 'ws'),
+      connections: this.cfg.connections,
+      durationSec: seconds,
+      stored: { count: READS.stored, firstCreatedAt: EPOCH },
+      limit: READS.limit,
+      // The warm-up and the window ask for different pages.
+      seed: this.cfg.seed * 1000 + this.cfg.run * 10 + this.runs++,
+      headersFor: this.target.headersFor,
+      onProgress: onTick,
+    });
+    const { counts } = r;
+    return {
+      wallSeconds: r.wallSeconds,
+      counts: {
+        requests: counts.requests,
+        ok2xx: counts.requests,
+        limited429: counts.limited,
+        otherNon2xx: counts.closed,
+        // A REQ the relay never finished is its own count (timeouts), not a connection error:
+        // nostr-rs-relay drops a few (see STALL_MS); failureReasons bounds their share.
+        errors: counts.errors,
+        timeouts: counts.timeouts,
+        otherStatuses: counts.closed ? { CLOSED: counts.closed } : {},
+      },
+      latencyMs: r.latencyMs && roundAll(r.latencyMs),
+      reads: { events: counts.events, short: counts.short },
+    };
+  }
+}
+
 class HttpLoad implements Load {
   readonly exhausted = false;
   readonly duplicates = 0;
@@ -107,5 +154,8 @@ class HttpLoad implements Load {
 
 /** The load a run's configuration asks for. */
 export function loadFor(cfg: RunConfig, target: LoadTarget): Load {
-  return cfg.transport === 'websocket' ? new NostrLoad(cfg, target) : new HttpLoad(cfg, target);
+  if (cfg.transport !== 'websocket') return new HttpLoad(cfg, target);
+  return workloadSpec(workloadOf(cfg)).reads
+    ? new NostrReadLoad(cfg, target)
+    : new NostrLoad(cfg, target);
 }

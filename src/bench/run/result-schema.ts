@@ -166,6 +166,19 @@ export const RunFileSchema = z.strictObject({
     .nullable()
     .optional(),
   /**
+   * nostr-reads: pages of `limit` events asked of a relay holding `stored`, and the EVENT frames
+   * the answered REQs (counts.requests) carried. Absent in other runs and older files.
+   */
+  reads: z
+    .strictObject({
+      stored: count,
+      limit: count,
+      events: count,
+      eventsPerSec: z.number(),
+    })
+    .nullable()
+    .optional(),
+  /**
    * The load generator's own CPU over the window (this process, every thread), apart from the
    * processes under test; absent in files from before it was recorded.
    */

@@ -18,12 +18,13 @@ import {
   runsGateway,
   workloadOf,
   workloadSpec,
+  READS,
 } from './config.js';
 import { admittedPastLimit, pastLimitFailures } from './admitted-past-limit.js';
 import type { RunConfig } from './config.js';
 import { fetchLeaseAccounting } from './lease-accounting.js';
 import { clientBodies } from './client-bodies.js';
-import { eventPool, preload } from './event-pool.js';
+import { eventPool, preload, storeOverWebSocket } from './event-pool.js';
 import { BENCH_ADMIN_TOKEN, BENCH_VALKEY_TIMEOUTS, benchGatewayConfig } from './gateway-config.js';
 import type { ArrivalLoadResult } from './arrival-load.js';
 import type { LoadResult } from './http-load.js';
@@ -129,6 +130,16 @@ export function failureReasons(cfg: RunConfig, load: LoadResult): string[] {
   }
   if (cfg.implementation === 'quotas-off' && c.limited429 > 0) {
     reasons.push(`${c.limited429} rate-limited answers with quotas off`);
+  }
+  if (load.reads) {
+    if (load.reads.short > 0) {
+      reasons.push(
+        `${load.reads.short} pages ended with fewer than the ${READS.limit} events asked`,
+      );
+    }
+    if (c.timeouts * 20 > c.requests) {
+      reasons.push(`${c.timeouts} REQs of ${c.requests + c.timeouts} never finished (EOSE)`);
+    }
   }
   if (cfg.freshEvents && c.limited429 > 0 && !workloadSpec(workloadOf(cfg)).atLimit) {
     reasons.push(
@@ -323,7 +334,9 @@ export async function runOnce(
   const base = { ...(await resultBase(cfg, targets)), timeseries: null, adaptive: null };
   let clientSettings: Record<string, unknown> | null = null;
   try {
-    const pool = cfg.freshEvents ? [] : eventPool(POOL_SIZE, cfg.seed);
+    const reads = workloadSpec(workloadOf(cfg)).reads;
+    const pool = cfg.freshEvents || reads ? [] : eventPool(POOL_SIZE, cfg.seed);
+    const stored = reads ? eventPool(READS.stored, cfg.seed, READS.contentBytes) : [];
     const budget = cfg.freshEvents
       ? new FreshBudget({ ...cfg, freshEvents: cfg.freshEvents }, phase)
       : undefined;
@@ -331,7 +344,7 @@ export async function runOnce(
     // The load generator, after the warm-up's events were signed (not timed: on every core),
     // before anything is started or measured; the window's signing threads inherit the cores.
     if (cfg.loadCpus?.length) pinPid(process.pid, cfg.loadCpus);
-    const system = await startProcesses(cfg, targets, workDir, pool, started, log, phase);
+    const system = await startProcesses(cfg, targets, workDir, pool, stored, started, log, phase);
     clientSettings = system.front?.settings ?? null;
     const bodyFor = clientBodies(pool);
     const load = loadFor(cfg, {
@@ -360,6 +373,7 @@ async function startProcesses(
   targets: RunTargets,
   workDir: string,
   pool: string[],
+  stored: string[],
   started: Stoppable[],
   log: (line: string) => void,
   phase: (what: string) => void,
@@ -367,7 +381,11 @@ async function startProcesses(
   const maxBodyBytes = 64 * 1024;
   const relay = await relayForRun(cfg, targets, workDir, started, log);
   if (pool.length > 0) await preload(relay.url, pool);
-  phase(`relay ready (${relay.nodeId})${pool.length > 0 ? ', pool loaded' : ''}`);
+  // What a read load asks for, stored as any client would store it (every relay speaks this).
+  if (stored.length > 0) await storeOverWebSocket(relay.url.replace(/^http/, 'ws'), stored);
+  const loaded =
+    pool.length > 0 ? ', pool loaded' : stored.length ? `, ${stored.length} events stored` : '';
+  phase(`relay ready (${relay.nodeId})${loaded}`);
   const front =
     cfg.implementation === 'relay-alone'
       ? undefined
@@ -542,6 +560,14 @@ function collect(
     valkey: measured.valkey,
     leases: measured.leases,
     events: budget?.summary(load.duplicates) ?? null,
+    reads: result.reads
+      ? {
+          stored: READS.stored,
+          limit: READS.limit,
+          events: result.reads.events,
+          eventsPerSec: Number((result.reads.events / result.wallSeconds).toFixed(1)),
+        }
+      : null,
     pastLimit,
     gatewayWorkers: gatewayWorkers(cfg, measured),
     affinity: measured.affinity,

@@ -19,5 +19,8 @@ export function formatRunLine(r: RunResult, file: string): string {
     v?.perRequest != null
       ? `, Valkey ${v.scriptCallsPerRequest!.toFixed(2)} round trips and ${v.perRequest.toFixed(2)} commands/req`
       : '';
-  return `${head}: ${r.rates.requestsPerSec.toFixed(0)} req/s (${share.toFixed(1)}% 429)${lat}${cmds} -> ${path.basename(file)}`;
+  const reads = r.reads
+    ? `, ${r.reads.eventsPerSec.toFixed(0)} EVENT/s delivered (${r.reads.limit} a REQ, ${r.counts.timeouts} REQs unfinished)`
+    : '';
+  return `${head}: ${r.rates.requestsPerSec.toFixed(0)} req/s (${share.toFixed(1)}% 429)${reads}${lat}${cmds} -> ${path.basename(file)}`;
 }

@@ -49,9 +49,10 @@ describe('bench plan', { timeout: 10_000 }, () => {
         }
       }
     }
-    // The laws and the Nostr variants, once each, through the first client.
+    // The laws and the Nostr variants, once each, through the first client (reads beside the
+    // relay alone: see below).
     for (const w of WORKLOADS.filter((x) => spec(x).once || spec(x).firstClientOnly)) {
-      const those = runs.filter((r) => r.workload === w);
+      const those = runs.filter((r) => r.workload === w && r.implementation !== 'relay-alone');
       assert.deepEqual(
         those.map((r) => r.target),
         ['valkey-glide'],
@@ -74,15 +75,15 @@ describe('bench plan', { timeout: 10_000 }, () => {
       );
     }
     // The relay alone once for each workload whose ratios divide by it: the repeat writers'
-    // events, and the long tail's (a key each).
+    // events, the long tail's (a key each) and the pages that reads ask for.
     assert.deepEqual(
       runs
         .filter((r) => r.implementation === 'relay-alone')
         .map((r) => `${r.mode} ${r.workload}`)
         .sort(),
-      ['standalone nostr', 'standalone nostr-long-tail'],
+      ['standalone nostr', 'standalone nostr-long-tail', 'standalone nostr-reads'],
     );
-    assert.equal(runs.length, 3 * 2 * 6 + 3 + 3 + 2 + 4);
+    assert.equal(runs.length, 3 * 2 * 6 + 3 + 3 + 2 + 4 + 2);
     // Short, once, and the session says so.
     for (const r of runs) {
       assert.equal(r.runs, 1);
@@ -105,11 +106,13 @@ describe('bench plan', { timeout: 10_000 }, () => {
       'iovalkey nostr-at-limit 50c 2s',
       'iovalkey nostr-gateway-verified 50c 2s',
       'iovalkey nostr-long-tail 50c 2s',
+      'iovalkey nostr-reads 50c 2s',
       'iovalkey nostr-relay-verified 50c 2s',
       'iovalkey nostr-sender-only 50c 2s',
       'quotas-off nostr 50c 2s',
       'relay-alone nostr 50c 2s',
       'relay-alone nostr-long-tail 50c 2s',
+      'relay-alone nostr-reads 50c 2s',
     ]);
     // Options given beside --quick win over its settings.
     const longer = runsOf(
@@ -131,10 +134,12 @@ describe('bench plan', { timeout: 10_000 }, () => {
         'iovalkey:cluster nostr-long-tail 10c 5s',
         'relay-alone nostr 10c 5s',
         'relay-alone nostr-long-tail 10c 5s',
+        'relay-alone nostr-reads 10c 5s',
         'valkey-glide:cluster nostr 10c 5s',
         'valkey-glide:cluster nostr-at-limit 10c 5s',
         'valkey-glide:cluster nostr-gateway-verified 10c 5s',
         'valkey-glide:cluster nostr-long-tail 10c 5s',
+        'valkey-glide:cluster nostr-reads 10c 5s',
         'valkey-glide:cluster nostr-relay-verified 10c 5s',
         'valkey-glide:cluster nostr-sender-only 10c 5s',
       ],
@@ -154,10 +159,11 @@ describe('bench plan', { timeout: 10_000 }, () => {
     );
     // Per connection count: 6 clients, each at the limit and on the long tail too, the relay
     // alone (repeat writers and long tail), 3 variants, quotas-off on each topology (repeat
-    // writers and long tail); 2 counts, 3 runs.
+    // writers and long tail); reads through the first client, the relay alone and quotas-off
+    // on each topology; 2 counts, 3 runs.
     assert.equal(
       runsOf(plan({ workload: 'nostr', relayImpl: 'nostr-rs-relay' })).length,
-      (6 + 6 + 6 + 2 + 3 + 2 + 2) * 2 * 3,
+      (6 + 6 + 6 + 2 + 3 + 2 + 2 + 4) * 2 * 3,
     );
   });
 
@@ -168,9 +174,9 @@ describe('bench plan', { timeout: 10_000 }, () => {
     const first = rounds[0]!.map(keyOf);
     // 6 clients x 2 concurrencies x (light, heavy, flood, nostr, nostr-long-tail,
     // nostr-at-limit), the baselines, the relay alone (twice) and three variants per
-    // concurrency, three laws.
+    // concurrency, reads (the first client, the relay alone, quotas-off twice), three laws.
     assert.equal(new Set(first).size, first.length);
-    assert.equal(first.length, 6 * 2 * 6 + 2 * (4 + 4 + 2 + 2) + 2 * (2 + 3) + 3);
+    assert.equal(first.length, 6 * 2 * 6 + 2 * (4 + 4 + 2 + 2) + 2 * (2 + 3) + 2 * 4 + 3);
     for (const later of rounds.slice(1)) {
       const keys = later.map(keyOf);
       assert.deepEqual([...keys].sort(), first.filter((k) => !/adaptive/.test(k)).sort());
