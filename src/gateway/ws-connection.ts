@@ -1,6 +1,7 @@
 import type { Writable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { RawData, WebSocket } from 'ws';
+import { startsCompactEvent } from '../nostr/message-heads.js';
 import { closingNotice, GATEWAY_ERROR_NOTICE } from '../nostr/refusals.js';
 import type { SessionAction } from '../nostr/session.js';
 import type { ConnectionFacts } from './admission.js';
@@ -15,10 +16,13 @@ export interface ConnectionInfo {
   nodeId: string;
 }
 
-/** The client's socket under its WebSocket, and what holds its writes for a callback. */
-export interface HeldClientWrites {
+/** The sockets under the two WebSockets, and what holds their writes for a callback. */
+export interface HeldWrites {
   writes: TurnWrites;
+  /** The client's socket: a subscription's events read together leave together. */
   socket: Writable;
+  /** The relay's socket: a client's frames read together leave together. */
+  upstream?: Writable;
 }
 
 /** Bytes buffered towards one side before the other side is paused. */
@@ -94,7 +98,7 @@ export class ProxiedConnection implements Drainable {
     private readonly upstream: WebSocket,
     private readonly ctx: GatewayContext,
     private readonly info: ConnectionInfo,
-    private readonly held: HeldClientWrites,
+    private readonly held: HeldWrites,
     private readonly onGone: () => void,
   ) {
     this.facts = { ...info, session: ctx.admission.newSession() };
@@ -278,17 +282,28 @@ export class ProxiedConnection implements Drainable {
     this.toClient(Buffer.from(JSON.stringify(message)), false);
   }
 
+  /** A frame reached the client's socket (one function for all, not one for each frame). */
+  private readonly clientWrote = (): void => {
+    if (this.client.bufferedAmount >= this.clientBound.low) return;
+    if (this.upstream.isPaused) this.upstream.resume();
+    if (this.pausedForClient) {
+      this.pausedForClient = false;
+      this.resumeClientIfFree();
+    }
+  };
+
+  /** A frame reached the relay's socket. */
+  private readonly upstreamWrote = (): void => {
+    if (this.pausedForUpstream && this.upstream.bufferedAmount < LOW_WATER) {
+      this.pausedForUpstream = false;
+      this.resumeClientIfFree();
+    }
+  };
+
   private toClient(data: RawData, isBinary: boolean): void {
     if (this.client.readyState !== this.client.OPEN) return;
     const bound = this.clientBound;
-    this.client.send(data, { binary: isBinary }, () => {
-      if (this.client.bufferedAmount >= bound.low) return;
-      if (this.upstream.isPaused) this.upstream.resume();
-      if (this.pausedForClient) {
-        this.pausedForClient = false;
-        this.resumeClientIfFree();
-      }
-    });
+    this.client.send(data, { binary: isBinary }, this.clientWrote);
     const buffered = this.client.bufferedAmount;
     if (buffered > bound.max) {
       this.closeSlowClient();
@@ -322,12 +337,10 @@ export class ProxiedConnection implements Drainable {
 
   private toUpstream(data: Buffer): void {
     if (this.upstream.readyState !== this.upstream.OPEN) return;
-    this.upstream.send(data, { binary: false }, () => {
-      if (this.pausedForUpstream && this.upstream.bufferedAmount < LOW_WATER) {
-        this.pausedForUpstream = false;
-        this.resumeClientIfFree();
-      }
-    });
+    // More of this read waits behind this frame (a CLOSE and the next REQ, the REQs a client
+    // opens with): they leave together. A frame alone goes at once, as a write's EVENT does.
+    if (this.held.upstream && this.queue.length > 0) this.held.writes.hold(this.held.upstream);
+    this.upstream.send(data, { binary: false }, this.upstreamWrote);
     if (this.upstream.bufferedAmount > HIGH_WATER && !this.pausedForUpstream) {
       this.pausedForUpstream = true;
       this.client.pause();
@@ -402,18 +415,12 @@ function closeSocket(ws: WebSocket, code: number, reason: string): void {
   else if (ws.readyState === ws.CONNECTING) ws.terminate();
 }
 
-const EVENT_HEAD = Buffer.from('["EVENT"');
-
 /**
  * A relay message that starts `["EVENT"`, as relays write a subscription's events. The same
  * message spelled with spaces is merely not held: it still goes, one write of its own.
  */
 export function isCompactEvent(data: RawData): boolean {
-  return (
-    Buffer.isBuffer(data) &&
-    data.length >= EVENT_HEAD.length &&
-    EVENT_HEAD.compare(data, 0, EVENT_HEAD.length) === 0
-  );
+  return Buffer.isBuffer(data) && startsCompactEvent(data);
 }
 
 function toBuffer(data: RawData): Buffer {

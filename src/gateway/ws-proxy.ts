@@ -1,5 +1,5 @@
 import type { IncomingMessage, Server } from 'node:http';
-import type { Duplex } from 'node:stream';
+import type { Duplex, Writable } from 'node:stream';
 import { WebSocket, WebSocketServer } from 'ws';
 import { AddressSlots } from './address-slots.js';
 import type { GatewayContext } from './context.js';
@@ -87,6 +87,8 @@ class UpgradeAttempt {
   private settled = false;
   private releaseSlot: (() => void) | undefined;
   private upstream: WebSocket | undefined;
+  /** The relay socket under `upstream`, once its handshake is answered. */
+  private upstreamSocket: Writable | undefined;
   private timer: NodeJS.Timeout | undefined;
   private timedOut = false;
   private readonly onClientClose = () => this.abandon();
@@ -195,6 +197,8 @@ class UpgradeAttempt {
       maxPayload: 64 * 1024 * 1024,
     });
     this.upstream = upstream;
+    // The socket ws reads and writes the relay's frames on, for the pump to hold its writes.
+    upstream.once('upgrade', (res) => (this.upstreamSocket = res.socket));
     this.timer = setTimeout(() => {
       this.timedOut = true;
       upstream.terminate(); // emits 'error', answered there
@@ -264,7 +268,7 @@ class UpgradeAttempt {
       this.settled = true;
       ctx.metrics.openWebSockets.inc();
       const info = { ...who, nodeId: node.id };
-      const held = { writes, socket: this.socket };
+      const held = { writes, socket: this.socket, upstream: this.upstreamSocket };
       const conn = new ProxiedConnection(client, upstream, ctx, info, held, () => {
         release?.();
         if (connections.delete(conn)) ctx.metrics.openWebSockets.dec();

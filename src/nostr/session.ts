@@ -21,6 +21,7 @@
  * - One challenge per connection, and its issuer answers AUTH: when the gateway issues its own
  *   (for relays without NIP-42), the relay's is withheld and no AUTH reaches the relay.
  */
+import { startsCompactEvent } from './message-heads.js';
 import type { Event } from 'nostr-tools/pure';
 import type { RelayVerdict, WriteTicket } from '../write/ticket.js';
 import { authEventProblem, MAX_CHALLENGE_LENGTH } from './nip42.js';
@@ -259,7 +260,7 @@ export class NostrSession {
    */
   relay(data: Buffer): SessionAction[] {
     // A subscription's events stream past here: one short look, and no more, for each.
-    if (EVENT_HEAD.test(data.toString('latin1', 0, 16))) return [];
+    if (startsCompactEvent(data) || EVENT_HEAD.test(data.toString('latin1', 0, 16))) return [];
     const start = data.toString('latin1', 0, 400);
     const closed = CLOSED_HEAD.exec(start);
     if (closed) return this.subscriptionClosed(closed[1]!);

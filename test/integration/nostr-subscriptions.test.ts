@@ -5,8 +5,10 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { finalizeEvent, generateSecretKey } from 'nostr-tools/pure';
+import { encodeWsFrame } from '../helpers/fuzz-socket.js';
 import { NostrClient } from '../helpers/gateway.js';
 import { nostrSuite } from '../helpers/nostr-suite.js';
+import { RawNostr } from '../helpers/raw-nostr.js';
 
 const MAX_SUBS = 2;
 const MAX_FILTERS = 2;
@@ -100,5 +102,41 @@ describe('subscription caps', { timeout: 90_000 }, () => {
     const through = client.received.slice(from);
     assert.deepEqual(idsOf(through), fromRelay, 'every event, once, in the same order');
     assert.deepEqual(through.at(-1), ['EOSE', 'all'], 'and EOSE after them');
+  });
+});
+
+describe("a client's frames read together", { timeout: 60_000 }, () => {
+  const suite = nostrSuite({ client: 'iovalkey', mode: 'standalone', limit: 100, settings: {} });
+
+  it('reach the relay whole: 20 REQs in one TCP write, each answered', async () => {
+    // The gateway holds what it forwards to the relay for one read and sends it in one write;
+    // nothing may be lost or left held.
+    const raw = await RawNostr.open(suite.gw().url, '127.0.15.7');
+    try {
+      const subs = Array.from({ length: 20 }, (_, i) => `s${i}`);
+      const frame = (message: unknown[]) =>
+        encodeWsFrame({
+          fin: true,
+          rsv: 0,
+          opcode: 1,
+          payload: Buffer.from(JSON.stringify(message)),
+          masked: true,
+        });
+      raw.socket.write(Buffer.concat(subs.map((s) => frame(['REQ', s, { kinds: [1] }]))));
+      await raw.until('20 EOSEs', (msgs) => msgs.filter((m) => m[0] === 'EOSE').length === 20);
+      assert.deepEqual(
+        raw.received
+          .filter((m) => m[0] === 'EOSE')
+          .map((m) => m[1] as string)
+          .sort(),
+        [...subs].sort(),
+      );
+      assert.deepEqual(
+        raw.received.filter((m) => m[0] !== 'EOSE'),
+        [],
+      );
+    } finally {
+      raw.close();
+    }
   });
 });

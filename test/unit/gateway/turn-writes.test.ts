@@ -10,7 +10,9 @@ import { Socket, createServer } from 'node:net';
 import type { AddressInfo, Server } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { TurnWrites } from '../../../src/gateway/turn-writes.js';
+import fc from 'fast-check';
 import { isCompactEvent } from '../../../src/gateway/ws-connection.js';
+import { startsCompactEvent } from '../../../src/nostr/message-heads.js';
 
 /** A connected pair: `near` is written to, `far` collects what arrives. */
 interface Pair {
@@ -157,5 +159,24 @@ describe('the relay messages the pump holds', { timeout: 10_000 }, () => {
       assert.equal(held(other), false, other);
     }
     assert.equal(isCompactEvent([Buffer.from('["EVENT"'), Buffer.from(',"s",{}]')]), false);
+  });
+
+  it('tells `["EVENT"` by its bytes exactly as by its text, whatever follows or precedes', () => {
+    const head = Buffer.from('["EVENT"');
+    fc.assert(
+      fc.property(
+        fc.uint8Array({ maxLength: 12 }),
+        fc.nat({ max: 8 }),
+        fc.uint8Array({ maxLength: 12 }),
+        (before, cut, after) => {
+          // Around the head, inside it, or cut short: any byte may break it.
+          const data = Buffer.concat([before, head.subarray(0, cut), after]);
+          const expected = data.toString('latin1').startsWith('["EVENT"');
+          assert.equal(startsCompactEvent(data), expected);
+          assert.equal(isCompactEvent(data), expected);
+        },
+      ),
+      { numRuns: 2000 },
+    );
   });
 });
