@@ -24,7 +24,8 @@ usage: ./scripts/run-all.sh [options]        (no options on a terminal: a menu)
                           everything, or oom, or a comma list of them (default both); nostr
                           holds its variants (nostr-sender-only, nostr-relay-verified,
                           nostr-gateway-verified, nostr-at-limit, nostr-long-tail: every event
-                          from a new author; also named alone) and adaptive its laws (adaptive-none|pid|lead). fleet:
+                          from a new author; nostr-reads: REQs for pages of stored notes; also
+                          named alone) and adaptive its laws (adaptive-none|pid|lead). fleet:
                           \`sluice bench fleet\` once (three relays, one degrades; sticky,
                           round-robin and headroom routing, 90 s each) through the first client
                           on standalone, into <results>/fleet/ (fleet-bench.json,
@@ -250,7 +251,7 @@ relay_note="$relay_impl"
   --set "warm-up=${plan_warmup}s" \
   --set "client identities=$plan_keys, $distribution; write quota 6000 per 60 s per identity (nostr: 1000000, never reached); +lease: quota leases on" \
   --set "relay=$relay_note" \
-  --set "nostr=every EVENT new (signed before each run by 1000 keys, never re-sent; nostr-long-tail: each by a key of its own); a fresh relay per run; relay-alone measures the relay by itself" \
+  --set "nostr=every EVENT new (signed before each run by 1000 keys, never re-sent; nostr-long-tail: each by a key of its own; nostr-reads: REQs for pages of 50 of 2000 notes stored before the run); a fresh relay per run; relay-alone measures the relay by itself" \
   --set "gateway workers asked=${workers:-1} (each run: its gatewayWorkers)" \
   --set "single box=$pinning" \
   --set "flood=90% of identities far over their limit (1 write per hour, spent before the warm-up)" \

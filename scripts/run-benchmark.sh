@@ -15,7 +15,8 @@ usage: [VAR=value ...] ./scripts/run-benchmark.sh
                      verification; nostr-relay-verified: authors charged on the relay's OK;
                      nostr-at-limit: every author sends past a quota of 10, and the run
                      fails if any was stored past it; nostr-long-tail: every event from a
-                     new author, as a public relay's writers) (default light)
+                     new author, as a public relay's writers; nostr-reads: REQs for pages of
+                     50 notes of 2000 stored, as a public relay's readers) (default light)
   RATE_LIMITER_TYPE  an implementation (below), optionally with :cluster (default
                      valkey-glide); relay-alone is the load straight to the relay (nostr)
   RELAY_IMPL         a relay (below); nostr-rs-relay (from crates.io) and khatru (relays/khatru,
