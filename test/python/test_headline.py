@@ -161,6 +161,30 @@ def test_a_long_tail_without_its_relay_alone_is_na_not_the_repeat_writers(
     assert "no relay-alone nostr-long-tail runs" in (r.why_na or "")
 
 
+def reads(data: dict[str, Any]) -> dict[str, Any]:
+    """The same run reading: REQs for pages of stored notes (nostr-reads)."""
+    data["config"]["workload"] = "nostr-reads"
+    data["reads"] = {"stored": 2000, "limit": 50, "events": 50 * data["counts"]["requests"],
+                     "eventsPerSec": 50 * data["rates"]["requestsPerSec"]}
+    return data
+
+
+def test_reads_divide_by_the_relay_alone_reading_the_same_pages(tmp_path: Path) -> None:
+    d = tmp_path / "20261207_010000"
+    d.mkdir()
+    # The relay alone on nostr's writes is faster than on reads: the reads' own baseline counts.
+    for run, (alone, alone_reads, gw_reads) in enumerate([(4000, 600, 540), (4000, 500, 450)],
+                                                        start=1):
+        write(d, nostr_run("relay-alone", alone, run))
+        write(d, reads(nostr_run("relay-alone", alone_reads, run)))
+        write(d, reads(nostr_run("iovalkey", gw_reads, run)))
+    report, _, _ = generate(d)
+    assert not [w for w in report.warnings if "file name says" in w]
+    r = ratio_for(report, "iovalkey standalone (reads: REQs per second, 50 stored notes each)")
+    assert r.values == pytest.approx((0.9, 0.9), rel=1e-3)
+    assert r.baseline is not None and r.baseline.workload == "nostr-reads"
+
+
 def test_no_relay_alone_with_that_relay_is_na_with_the_reason(session: Path) -> None:
     report, _, _ = generate(session)
     r = ratio_for(report, "valkey-glide standalone", "nostr-rs-relay")
