@@ -7,6 +7,12 @@ import type net from 'node:net';
 import { decodeServerFrame, encodeWsFrame } from './fuzz-socket.js';
 import { rawUpgrade } from './raw-socket.js';
 
+/** A client's masked text frame carrying `message` as JSON (several may go in one write). */
+export function textFrame(message: unknown): Buffer {
+  const payload = Buffer.from(JSON.stringify(message));
+  return encodeWsFrame({ fin: true, rsv: 0, opcode: 1, payload, masked: true });
+}
+
 export class RawNostr {
   readonly received: unknown[][] = [];
   private buffered: Buffer = Buffer.alloc(0);
@@ -30,8 +36,7 @@ export class RawNostr {
 
   /** One masked text frame with this message. */
   send(message: unknown): void {
-    const payload = Buffer.from(JSON.stringify(message));
-    this.socket.write(encodeWsFrame({ fin: true, rsv: 0, opcode: 1, payload, masked: true }));
+    this.socket.write(textFrame(message));
   }
 
   /** Half-close: the client sends nothing more, and goes (a FIN, no WebSocket close). */

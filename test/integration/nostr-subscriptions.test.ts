@@ -5,10 +5,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { finalizeEvent, generateSecretKey } from 'nostr-tools/pure';
-import { encodeWsFrame } from '../helpers/fuzz-socket.js';
 import { NostrClient } from '../helpers/gateway.js';
 import { nostrSuite } from '../helpers/nostr-suite.js';
-import { RawNostr } from '../helpers/raw-nostr.js';
+import { RawNostr, textFrame } from '../helpers/raw-nostr.js';
 
 const MAX_SUBS = 2;
 const MAX_FILTERS = 2;
@@ -114,15 +113,7 @@ describe("a client's frames read together", { timeout: 60_000 }, () => {
     const raw = await RawNostr.open(suite.gw().url, '127.0.15.7');
     try {
       const subs = Array.from({ length: 20 }, (_, i) => `s${i}`);
-      const frame = (message: unknown[]) =>
-        encodeWsFrame({
-          fin: true,
-          rsv: 0,
-          opcode: 1,
-          payload: Buffer.from(JSON.stringify(message)),
-          masked: true,
-        });
-      raw.socket.write(Buffer.concat(subs.map((s) => frame(['REQ', s, { kinds: [1] }]))));
+      raw.socket.write(Buffer.concat(subs.map((s) => textFrame(['REQ', s, { kinds: [1] }]))));
       await raw.until('20 EOSEs', (msgs) => msgs.filter((m) => m[0] === 'EOSE').length === 20);
       assert.deepEqual(
         raw.received

@@ -253,6 +253,19 @@ describe('nostr-rs-relay: its config', { timeout: 10_000 }, () => {
 
 for (const suite of relaysUnderSuite()) {
   describe(`${suite.impl} (the cached build)`, { timeout: 120_000 }, () => {
+    /** A short relay-alone run of this relay on two connections: ok, with answers. */
+    async function runAlone(over: Partial<RunConfig>) {
+      const lines: string[] = [];
+      const r = await runOnce(
+        nostrConfig({ relayImpl: suite.impl, connections: 2, ...over }),
+        { valkey: parseNodeAddress(VALKEY!) },
+        (l) => lines.push(l),
+      );
+      assert.equal(r.status, 'ok', `${r.failureReasons.join('; ')}\n${lines.join('\n')}`);
+      assert.ok(r.counts!.requests > 0);
+      return r;
+    }
+
     it(
       'starts, answers one EVENT with OK true, and stops by its PID',
       { skip: suite.skip },
@@ -288,23 +301,11 @@ for (const suite of relaysUnderSuite()) {
         skip: suite.skip || (VALKEY ? false : 'SLUICE_TEST_STANDALONE is not set'),
       },
       async () => {
-        const lines: string[] = [];
         // Fresh events are never re-sent, so the run fails when it spends them all: khatru
         // answers ~5,600 EVENT/s on 4 connections here, past the 3,000/s the other tests sign
         // for. Two connections for one second, signed for 8,000/s (24,002 events with the grace),
         // leave it several times the headroom it needs.
-        const r = await runOnce(
-          nostrConfig({
-            relayImpl: suite.impl,
-            connections: 2,
-            durationSec: 1,
-            freshEvents: { maxPerSec: 8000, authors: 50 },
-          }),
-          { valkey: parseNodeAddress(VALKEY!) },
-          (l) => lines.push(l),
-        );
-        assert.equal(r.status, 'ok', `${r.failureReasons.join('; ')}\n${lines.join('\n')}`);
-        assert.ok(r.counts!.requests > 0);
+        const r = await runAlone({ durationSec: 1, freshEvents: { maxPerSec: 8000, authors: 50 } });
         assert.equal(r.events!.duplicates, 0);
         const relay = r.processes.find((p) => p.role === 'relay')!;
         assert.equal(relay.name, suite.kind.label());
@@ -318,20 +319,7 @@ for (const suite of relaysUnderSuite()) {
         skip: suite.skip || (VALKEY ? false : 'SLUICE_TEST_STANDALONE is not set'),
       },
       async () => {
-        const lines: string[] = [];
-        const r = await runOnce(
-          nostrConfig({
-            relayImpl: suite.impl,
-            workload: 'nostr-reads',
-            connections: 2,
-            durationSec: 2,
-            freshEvents: null,
-          }),
-          { valkey: parseNodeAddress(VALKEY!) },
-          (l) => lines.push(l),
-        );
-        assert.equal(r.status, 'ok', `${r.failureReasons.join('; ')}\n${lines.join('\n')}`);
-        assert.ok(r.counts!.requests > 0);
+        const r = await runAlone({ workload: 'nostr-reads', durationSec: 2, freshEvents: null });
         assert.equal(r.reads!.events, r.counts!.requests * r.reads!.limit);
       },
     );

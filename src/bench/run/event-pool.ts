@@ -7,8 +7,8 @@ import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { finalizeEvent } from 'nostr-tools/pure';
-import { WebSocket } from 'ws';
 import { runDir } from '../../harness/paths.js';
+import { NostrSocket } from '../oom/nostr-client.js';
 
 /** created_at of a pool's first event; event i is dated EPOCH + i. */
 export const EPOCH = 1_700_000_000;
@@ -61,54 +61,26 @@ export async function preload(relayUrl: string, pool: string[], parallel = 16): 
 }
 
 /**
- * Store the pool in any Nostr relay over its WebSocket (EVENT, then its OK), `inFlight` at a
- * time; an OK false other than duplicate, or no answer by the deadline, stops the run.
+ * Store the pool in any Nostr relay over its WebSocket, `parallel` EVENTs in flight, each
+ * answered by its OK; a refusal other than duplicate, or no OK in time, stops the run.
  */
 export async function storeOverWebSocket(
   wsUrl: string,
   pool: string[],
-  inFlight = 64,
-  deadlineMs = 120_000,
+  parallel = 64,
 ): Promise<void> {
-  const ws = new WebSocket(wsUrl, { perMessageDeflate: false, handshakeTimeout: 10_000 });
+  const socket = await NostrSocket.open(wsUrl);
   try {
-    await new Promise<void>((resolve, reject) => {
-      let sent = 0;
-      let answered = 0;
-      const timer = setTimeout(
-        () => reject(new Error(`the relay stored ${answered} of ${pool.length} events in time`)),
-        deadlineMs,
-      );
-      const done = (err?: Error) => {
-        clearTimeout(timer);
-        if (err) reject(err);
-        else resolve();
-      };
-      const send = () => {
-        while (sent < pool.length && sent - answered < inFlight) {
-          ws.send(`["EVENT",${pool[sent++]!}]`);
-        }
-      };
-      ws.on('message', (data) => {
-        let msg: unknown;
-        try {
-          msg = JSON.parse((data as Buffer).toString('utf8'));
-        } catch {
-          return;
-        }
-        if (!Array.isArray(msg) || msg[0] !== 'OK') return;
-        if (msg[2] !== true && !String(msg[3]).startsWith('duplicate:')) {
-          return done(new Error(`relay refused a pool event: ${JSON.stringify(msg)}`));
-        }
-        if (++answered === pool.length) return done();
-        send();
-      });
-      ws.once('error', (err) => done(err));
-      ws.once('close', () => done(new Error('the relay closed while storing the pool')));
-      ws.once('open', send);
-    });
+    let next = 0;
+    const worker = async () => {
+      while (next < pool.length) {
+        const json = pool[next++]!;
+        const answer = await socket.send((JSON.parse(json) as { id: string }).id, json);
+        if (answer.outcome !== 'ok') throw new Error(`relay refused a pool event: ${answer.code}`);
+      }
+    };
+    await Promise.all(Array.from({ length: parallel }, worker));
   } finally {
-    ws.removeAllListeners('close');
-    ws.terminate();
+    socket.close();
   }
 }
